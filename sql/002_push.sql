@@ -1,0 +1,278 @@
+-- Queue configuration and push.
+
+-- ---------------------------------------------------------------------------
+-- queen.queue_options_json(queue row) -> the §2 options object
+-- ---------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION queen.queue_options_json(q queen.queues) RETURNS jsonb
+LANGUAGE sql STABLE AS $$
+SELECT jsonb_build_object(
+    'leaseTime', q.lease_time,
+    'retryLimit', q.retry_limit,
+    'retryDelay', q.retry_delay,
+    'maxSize', q.max_queue_size,
+    'ttl', q.ttl,
+    'deadLetterQueue', q.dead_letter_queue,
+    'dlqAfterMaxRetries', q.dlq_after_max_retries,
+    'priority', q.priority,
+    'delayedProcessing', q.delayed_processing,
+    'windowBuffer', q.window_buffer,
+    'retentionSeconds', q.retention_seconds,
+    'completedRetentionSeconds', q.completed_retention_seconds,
+    'retentionEnabled', q.retention_enabled,
+    'encryptionEnabled', q.encryption_enabled,
+    'maxWaitTimeSeconds', q.max_wait_time_seconds)
+$$;
+
+-- Ensure a partition (and its partition_lookup row) exists; race-free. Returns its id.
+CREATE OR REPLACE FUNCTION queen.ensure_partition(p_queue_id uuid, p_name text) RETURNS uuid
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_id uuid;
+BEGIN
+    SELECT id INTO v_id FROM queen.partitions WHERE queue_id = p_queue_id AND name = p_name;
+    IF v_id IS NULL THEN
+        INSERT INTO queen.partitions (queue_id, name) VALUES (p_queue_id, p_name)
+        ON CONFLICT (queue_id, name) DO NOTHING;
+        SELECT id INTO v_id FROM queen.partitions WHERE queue_id = p_queue_id AND name = p_name;
+    END IF;
+    INSERT INTO queen.partition_lookup (partition_id, queue_id) VALUES (v_id, p_queue_id)
+    ON CONFLICT (partition_id) DO NOTHING;
+    RETURN v_id;
+END $$;
+
+-- ---------------------------------------------------------------------------
+-- queen.configure(p)
+--   in : {tenant, queue, namespace|null, task|null, options:{camelCase, any subset},
+--         mode:"merge"|"replace"}
+--   out: {configured:true, queueId, partitionId, queue, namespace, task, options:{...}}
+-- ---------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION queen.configure(p jsonb) RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_tenant  uuid := coalesce(queen.try_uuid(p->>'tenant'), '00000000-0000-0000-0000-000000000001');
+    v_name    text := coalesce(p->>'queue', '');
+    v_ns      text := p->>'namespace';
+    v_task    text := p->>'task';
+    o         jsonb := coalesce(nullif(p->'options', 'null'::jsonb), '{}'::jsonb);
+    v_replace boolean := coalesce(p->>'mode', 'merge') = 'replace';
+    q         queen.queues;
+    v_pid     uuid;
+BEGIN
+    -- create with defaults when missing (race-free), then update from the options
+    INSERT INTO queen.queues (tenant_id, name, namespace, task)
+    VALUES (v_tenant, v_name, v_ns, v_task)
+    ON CONFLICT (tenant_id, name) DO NOTHING;
+
+    UPDATE queen.queues x SET
+        namespace = coalesce(v_ns, x.namespace),
+        task      = coalesce(v_task, x.task),
+        lease_time = coalesce((o->>'leaseTime')::numeric::int,
+                              CASE WHEN v_replace THEN 300 ELSE x.lease_time END),
+        retry_limit = coalesce((o->>'retryLimit')::numeric::int,
+                               CASE WHEN v_replace THEN 3 ELSE x.retry_limit END),
+        retry_delay = coalesce((o->>'retryDelay')::numeric::int,
+                               CASE WHEN v_replace THEN 1000 ELSE x.retry_delay END),
+        max_queue_size = coalesce((o->>'maxSize')::numeric::int,
+                                  CASE WHEN v_replace THEN 0 ELSE x.max_queue_size END),
+        ttl = coalesce((o->>'ttl')::numeric::int,
+                       CASE WHEN v_replace THEN 3600 ELSE x.ttl END),
+        dead_letter_queue = coalesce((o->>'deadLetterQueue')::boolean,
+                                     CASE WHEN v_replace THEN false ELSE x.dead_letter_queue END),
+        dlq_after_max_retries = coalesce((o->>'dlqAfterMaxRetries')::boolean,
+                                         CASE WHEN v_replace THEN false ELSE x.dlq_after_max_retries END),
+        priority = coalesce((o->>'priority')::numeric::int,
+                            CASE WHEN v_replace THEN 0 ELSE x.priority END),
+        delayed_processing = coalesce((o->>'delayedProcessing')::numeric::int,
+                                      CASE WHEN v_replace THEN 0 ELSE x.delayed_processing END),
+        window_buffer = coalesce((o->>'windowBuffer')::numeric::int,
+                                 CASE WHEN v_replace THEN 0 ELSE x.window_buffer END),
+        retention_seconds = coalesce((o->>'retentionSeconds')::numeric::int,
+                                     CASE WHEN v_replace THEN 0 ELSE x.retention_seconds END),
+        completed_retention_seconds = coalesce((o->>'completedRetentionSeconds')::numeric::int,
+                                     CASE WHEN v_replace THEN 0 ELSE x.completed_retention_seconds END),
+        retention_enabled = coalesce((o->>'retentionEnabled')::boolean,
+                                     CASE WHEN v_replace THEN false ELSE x.retention_enabled END),
+        encryption_enabled = coalesce((o->>'encryptionEnabled')::boolean,
+                                      CASE WHEN v_replace THEN false ELSE x.encryption_enabled END),
+        max_wait_time_seconds = coalesce((o->>'maxWaitTimeSeconds')::numeric::int,
+                                         CASE WHEN v_replace THEN 0 ELSE x.max_wait_time_seconds END),
+        dedup_window_seconds = coalesce((o->>'dedupWindowSeconds')::numeric::int,
+                                        CASE WHEN v_replace THEN 3600 ELSE x.dedup_window_seconds END),
+        updated_at = now()
+    WHERE x.tenant_id = v_tenant AND x.name = v_name
+    RETURNING x.* INTO q;
+
+    v_pid := queen.ensure_partition(q.id, 'Default');
+
+    RETURN jsonb_build_object(
+        'configured', true,
+        'queueId', q.id,
+        'partitionId', v_pid,
+        'queue', q.name,
+        'namespace', q.namespace,
+        'task', q.task,
+        'options', queen.queue_options_json(q));
+END $$;
+
+-- ---------------------------------------------------------------------------
+-- queen.push_items(tenant, items) -- set-based push, shared by push_batch and transaction
+--   items: [{queue, partition, id, txid, traceId|null, payload, encrypted, sub|null}]
+--   returns a jsonb array aligned with items:
+--     {message_id, status:"queued"|"duplicate", partition_id, queue_id, trace_id,
+--      transaction_id, queue, partition}
+-- Append-order invariant: the partition_lookup rows of every touched partition are
+-- locked FOR NO KEY UPDATE in partition-id order, then created_at is stamped with
+-- greatest(clock_timestamp(), last_message_created_at + 1us) read AFTER the lock.
+-- ---------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION queen.push_items(p_tenant uuid, p_items jsonb) RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_qn    text[];   -- distinct (queue, partition) pairs
+    v_pn    text[];
+    v_qid   uuid[];   -- resolved, aligned with v_qn/v_pn
+    v_pid   uuid[];
+    v_lpid  uuid[];   -- partitions in lock order with their stamp
+    v_lts   timestamptz[];
+    v_ins_id  uuid[];
+    v_ins_pid uuid[];
+    v_ins_ts  timestamptz[];
+    v_missing int;
+    v_res   jsonb;
+BEGIN
+    IF p_items IS NULL OR jsonb_typeof(p_items) <> 'array' OR jsonb_array_length(p_items) = 0 THEN
+        RETURN '[]'::jsonb;
+    END IF;
+    p_tenant := coalesce(p_tenant, '00000000-0000-0000-0000-000000000001');
+
+    SELECT array_agg(s.qn), array_agg(s.pn) INTO v_qn, v_pn
+    FROM (SELECT DISTINCT i.queue AS qn, coalesce(i.partition, 'Default') AS pn
+          FROM jsonb_to_recordset(p_items) AS i(queue text, partition text)) s;
+
+    -- resolve; create what is missing (race-free) and resolve again
+    FOR attempt IN 1..2 LOOP
+        SELECT array_agg(q.id ORDER BY s.ord), array_agg(pt.id ORDER BY s.ord),
+               count(*) FILTER (WHERE pt.id IS NULL OR pl.partition_id IS NULL)
+          INTO v_qid, v_pid, v_missing
+        FROM unnest(v_qn, v_pn) WITH ORDINALITY AS s(qn, pn, ord)
+        LEFT JOIN queen.queues q ON q.tenant_id = p_tenant AND q.name = s.qn
+        LEFT JOIN queen.partitions pt ON pt.queue_id = q.id AND pt.name = s.pn
+        LEFT JOIN queen.partition_lookup pl ON pl.partition_id = pt.id;
+        EXIT WHEN v_missing = 0;
+        IF attempt = 2 THEN
+            RAISE EXCEPTION 'push: could not create queue/partition (concurrent delete?)';
+        END IF;
+
+        INSERT INTO queen.queues (tenant_id, name, namespace, task)
+        SELECT p_tenant, s.qn,
+               CASE WHEN strpos(s.qn, '.') > 0 THEN nullif(split_part(s.qn, '.', 1), '') END,
+               CASE WHEN strpos(s.qn, '.') > 0 THEN nullif(split_part(s.qn, '.', 2), '') END
+        FROM (SELECT DISTINCT qn FROM unnest(v_qn) AS u(qn)) s
+        WHERE NOT EXISTS (SELECT 1 FROM queen.queues q WHERE q.tenant_id = p_tenant AND q.name = s.qn)
+        ORDER BY s.qn
+        ON CONFLICT (tenant_id, name) DO NOTHING;
+
+        INSERT INTO queen.partitions (queue_id, name)
+        SELECT q.id, s.pn
+        FROM unnest(v_qn, v_pn) AS s(qn, pn)
+        JOIN queen.queues q ON q.tenant_id = p_tenant AND q.name = s.qn
+        WHERE NOT EXISTS (SELECT 1 FROM queen.partitions x WHERE x.queue_id = q.id AND x.name = s.pn)
+        ORDER BY q.id, s.pn
+        ON CONFLICT (queue_id, name) DO NOTHING;
+
+        INSERT INTO queen.partition_lookup (partition_id, queue_id)
+        SELECT pt.id, pt.queue_id
+        FROM unnest(v_qn, v_pn) AS s(qn, pn)
+        JOIN queen.queues q ON q.tenant_id = p_tenant AND q.name = s.qn
+        JOIN queen.partitions pt ON pt.queue_id = q.id AND pt.name = s.pn
+        WHERE NOT EXISTS (SELECT 1 FROM queen.partition_lookup x WHERE x.partition_id = pt.id)
+        ORDER BY pt.id
+        ON CONFLICT (partition_id) DO NOTHING;
+    END LOOP;
+
+    -- serialise appends per partition: lock in partition-id order
+    PERFORM 1 FROM queen.partition_lookup
+     WHERE partition_id = ANY (v_pid)
+     ORDER BY partition_id
+     FOR NO KEY UPDATE;
+
+    -- stamp AFTER the lock (new statement = fresh snapshot: sees the previous holder's row)
+    SELECT array_agg(pl.partition_id),
+           array_agg(greatest(clock_timestamp(),
+                              coalesce(pl.last_message_created_at + interval '1 microsecond', '-infinity')))
+      INTO v_lpid, v_lts
+    FROM queen.partition_lookup pl
+    WHERE pl.partition_id = ANY (v_pid);
+
+    WITH it AS (
+        SELECT i.*, mp.pid
+        FROM ROWS FROM (jsonb_to_recordset(p_items) AS (queue text, partition text, id uuid, txid text,
+                        "traceId" uuid, payload jsonb, encrypted boolean, sub text))
+             WITH ORDINALITY AS i(queue, partition, id, txid, trace_id, payload, encrypted, sub, ord)
+        JOIN unnest(v_qn, v_pn, v_pid) AS mp(qn, pn, pid)
+          ON mp.qn = i.queue AND mp.pn = coalesce(i.partition, 'Default')
+    ), ins AS (
+        INSERT INTO queen.messages (id, transaction_id, trace_id, partition_id, payload,
+                                    created_at, is_encrypted, producer_sub)
+        SELECT DISTINCT ON (it.pid, it.txid)
+               it.id, it.txid, it.trace_id, it.pid, coalesce(it.payload, 'null'::jsonb),
+               st.ts, coalesce(it.encrypted, false), it.sub
+        FROM it JOIN unnest(v_lpid, v_lts) AS st(pid, ts) ON st.pid = it.pid
+        ORDER BY it.pid, it.txid, it.ord
+        ON CONFLICT DO NOTHING
+        RETURNING id, partition_id, created_at
+    )
+    SELECT array_agg(id), array_agg(partition_id), array_agg(created_at)
+      INTO v_ins_id, v_ins_pid, v_ins_ts
+    FROM ins;
+
+    IF v_ins_id IS NOT NULL THEN
+        -- newest message per partition: monotonic update (only forward by position)
+        UPDATE queen.partition_lookup pl
+           SET last_message_id = x.last_id,
+               last_message_created_at = x.last_ts,
+               updated_at = now()
+          FROM (SELECT u.pid, max(u.ts) AS last_ts, (array_agg(u.id ORDER BY u.ts DESC, u.id DESC))[1] AS last_id
+                  FROM unnest(v_ins_id, v_ins_pid, v_ins_ts) AS u(id, pid, ts)
+                 GROUP BY u.pid) x
+         WHERE pl.partition_id = x.pid
+           AND (pl.last_message_created_at IS NULL
+                OR (pl.last_message_created_at, pl.last_message_id) < (x.last_ts, x.last_id));
+
+        UPDATE queen.partitions pt SET last_activity = now()
+         WHERE pt.id IN (SELECT DISTINCT u.pid FROM unnest(v_ins_pid) AS u(pid));
+    END IF;
+
+    -- results (separate statement: a concurrent winner's row is visible now)
+    SELECT jsonb_agg(jsonb_build_object(
+               'message_id', m.id,
+               'status', CASE WHEN ins.id IS NOT NULL THEN 'queued' ELSE 'duplicate' END,
+               'partition_id', r.pid,
+               'queue_id', r.qid,
+               'trace_id', r.trace_id,
+               'transaction_id', r.txid,
+               'queue', r.queue,
+               'partition', coalesce(r.partition, 'Default'))
+             ORDER BY r.ord)
+      INTO v_res
+    FROM (SELECT i.*, mp.pid, mp.qid
+            FROM ROWS FROM (jsonb_to_recordset(p_items) AS (queue text, partition text, id uuid,
+                            txid text, "traceId" uuid))
+                 WITH ORDINALITY AS i(queue, partition, id, txid, trace_id, ord)
+            JOIN unnest(v_qn, v_pn, v_pid, v_qid) AS mp(qn, pn, pid, qid)
+              ON mp.qn = i.queue AND mp.pn = coalesce(i.partition, 'Default')) r
+    LEFT JOIN unnest(v_ins_id) AS ins(id) ON ins.id = r.id
+    LEFT JOIN queen.messages m ON m.partition_id = r.pid AND m.transaction_id = r.txid;
+
+    RETURN coalesce(v_res, '[]'::jsonb);
+END $$;
+
+-- ---------------------------------------------------------------------------
+-- queen.push_batch(p)
+--   in : {tenant, items:[{queue, partition, id, txid, traceId|null, payload, encrypted, sub|null}]}
+--   out: [{message_id, status, partition_id, queue_id, trace_id, transaction_id, queue, partition}]
+-- ---------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION queen.push_batch(p jsonb) RETURNS jsonb
+LANGUAGE plpgsql AS $$
+BEGIN
+    RETURN queen.push_items(queen.try_uuid(p->>'tenant'), p->'items');
+END $$;

@@ -1,0 +1,262 @@
+-- Pop: subscription registration, partition selection, claim, read, autoAck.
+
+-- ---------------------------------------------------------------------------
+-- queen.pop(p)
+--   in : {tenant, queue|null, partition|null, namespace|null, task|null,
+--         group ('__QUEUE_MODE__' = queue mode), batch >=1, partitions 1..64,
+--         leaseSeconds|null, autoAck, subMode:"all"|"new"|"timestamp", subFrom|null,
+--         leaseId}
+--   out: {messages:[{id, transactionId, traceId, data, producerSub, createdAt,
+--                    partitionId, partition, queue, isEncrypted}],
+--         partitionsClaimed, queue, partition, partitionId, leaseExpiresAt}
+-- ---------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION queen.pop(p jsonb) RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_tenant   uuid := coalesce(queen.try_uuid(p->>'tenant'), '00000000-0000-0000-0000-000000000001');
+    v_queue    text := p->>'queue';
+    v_part     text := p->>'partition';
+    v_ns       text := p->>'namespace';
+    v_task     text := p->>'task';
+    v_group    text := coalesce(nullif(p->>'group', ''), '__QUEUE_MODE__');
+    v_batch    int  := greatest(coalesce((p->>'batch')::numeric::int, 1), 1);
+    v_maxparts int  := least(greatest(coalesce((p->>'partitions')::numeric::int, 1), 1), 64);
+    v_lease_s  int  := (p->>'leaseSeconds')::numeric::int;
+    v_auto     boolean := coalesce((p->>'autoAck')::boolean, false);
+    v_mode     text := lower(coalesce(p->>'subMode', 'all'));
+    v_from_txt text := p->>'subFrom';
+    v_lease    uuid := coalesce(queen.try_uuid(p->>'leaseId'), gen_random_uuid());
+    v_now      timestamptz := now();
+    v_qm       boolean;
+    v_from     timestamptz;
+    v_qids     uuid[];
+    v_remaining int;
+    v_claimed  int := 0;
+    v_msgs     jsonb := '[]'::jsonb;
+    v_has_first boolean := false;
+    v_first_q  text;
+    v_first_p  text;
+    v_first_pid uuid;
+    v_first_exp timestamptz;
+    c          record;
+    v_pc       record;
+    v_cur_ts   timestamptz;
+    v_cur_id   uuid;
+    v_lease_len int;
+    v_exp      timestamptz;
+    v_n        int;
+    v_last_id  uuid;
+    v_last_ts  timestamptz;
+    v_batch_json jsonb;
+    v_ok       boolean;
+    v_limit    int;
+BEGIN
+    v_qm := v_group = '__QUEUE_MODE__';
+    IF v_part IS NOT NULL THEN
+        v_maxparts := 1;
+    END IF;
+
+    -- target queues (priority order matters only for discovery)
+    IF v_queue IS NOT NULL THEN
+        SELECT array_agg(q.id) INTO v_qids
+          FROM queen.queues q WHERE q.tenant_id = v_tenant AND q.name = v_queue;
+    ELSE
+        SELECT array_agg(q.id) INTO v_qids
+          FROM queen.queues q
+         WHERE q.tenant_id = v_tenant
+           AND (v_ns IS NULL OR q.namespace = v_ns)
+           AND (v_task IS NULL OR q.task = v_task);
+    END IF;
+
+    IF v_qids IS NULL THEN
+        RETURN jsonb_build_object('messages', '[]'::jsonb, 'partitionsClaimed', 0,
+            'queue', NULL, 'partition', NULL, 'partitionId', NULL, 'leaseExpiresAt', NULL);
+    END IF;
+
+    -- subscription registration for named groups (first registration wins)
+    IF NOT v_qm THEN
+        IF v_from_txt IS NOT NULL AND lower(v_from_txt) = 'now' THEN
+            v_mode := 'new';
+        END IF;
+        IF v_mode IN ('new', 'new-only') THEN
+            v_mode := 'new';
+            v_from := v_now;
+        ELSIF v_mode = 'timestamp' AND v_from_txt IS NOT NULL THEN
+            v_from := v_from_txt::timestamptz;
+        ELSE
+            v_mode := 'all';
+            v_from := NULL;
+        END IF;
+        INSERT INTO queen.consumer_groups_metadata
+               (queue_id, consumer_group, queue_name, partition_name, namespace, task,
+                subscription_mode, subscription_timestamp)
+        SELECT q.id, v_group, q.name, coalesce(v_part, ''), '', '', v_mode, v_from
+          FROM queen.queues q
+         WHERE q.id = ANY (v_qids)
+           AND NOT EXISTS (SELECT 1 FROM queen.consumer_groups_metadata m
+                            WHERE m.queue_id = q.id AND m.consumer_group = v_group
+                              AND m.partition_name = coalesce(v_part, '')
+                              AND m.namespace = '' AND m.task = '')
+         ORDER BY q.id
+        ON CONFLICT (queue_id, consumer_group, partition_name, namespace, task) DO NOTHING;
+    END IF;
+
+    v_remaining := v_batch;
+    v_limit := v_maxparts * 4 + 8;
+
+    -- candidates: no live lease, something after the group's position (from
+    -- partition_lookup, no message scan), window buffer satisfied; oldest cursor first.
+    FOR c IN
+        WITH cand AS (
+            SELECT pl.partition_id, pt.name AS pname, q.id AS qid, q.name AS qname,
+                   q.priority, q.lease_time, q.delayed_processing,
+                   CASE WHEN pc.last_consumed_created_at IS NOT NULL THEN pc.last_consumed_created_at
+                        WHEN v_qm THEN '-infinity'::timestamptz
+                        WHEN mp.id IS NOT NULL THEN coalesce(mp.subscription_timestamp, '-infinity')
+                        WHEN mq.id IS NOT NULL THEN coalesce(mq.subscription_timestamp, '-infinity')
+                        ELSE '-infinity'::timestamptz END AS cur_ts,
+                   coalesce(pc.last_consumed_id, '00000000-0000-0000-0000-000000000000'::uuid) AS cur_id,
+                   pl.last_message_created_at AS last_ts, pl.last_message_id AS last_id
+              FROM queen.queues q
+              JOIN queen.partition_lookup pl ON pl.queue_id = q.id
+              JOIN queen.partitions pt ON pt.id = pl.partition_id
+              LEFT JOIN queen.partition_consumers pc
+                     ON pc.partition_id = pl.partition_id AND pc.consumer_group = v_group
+              LEFT JOIN queen.consumer_groups_metadata mq
+                     ON NOT v_qm AND mq.queue_id = q.id AND mq.consumer_group = v_group
+                    AND mq.partition_name = '' AND mq.namespace = '' AND mq.task = ''
+              LEFT JOIN queen.consumer_groups_metadata mp
+                     ON NOT v_qm AND mp.queue_id = q.id AND mp.consumer_group = v_group
+                    AND mp.partition_name = pt.name AND mp.namespace = '' AND mp.task = ''
+             WHERE q.id = ANY (v_qids)
+               AND (v_part IS NULL OR pt.name = v_part)
+               AND pl.last_message_created_at IS NOT NULL
+               AND (pc.lease_expires_at IS NULL OR pc.lease_expires_at <= v_now)
+               AND (q.window_buffer <= 0
+                    OR pl.last_message_created_at <= v_now - q.window_buffer * interval '1 second')
+        )
+        SELECT * FROM cand
+         WHERE (last_ts, last_id) > (cur_ts, cur_id)
+         ORDER BY priority DESC, cur_ts, partition_id
+         LIMIT v_limit
+    LOOP
+        EXIT WHEN v_claimed >= v_maxparts OR v_remaining <= 0;
+
+        -- never block on a busy (partition, group)
+        CONTINUE WHEN NOT pg_try_advisory_xact_lock(queen.lock_key(c.partition_id, v_group));
+
+        -- re-read the cursor row under the lock (fresh snapshot)
+        SELECT x.lease_expires_at, x.last_consumed_created_at, x.last_consumed_id
+          INTO v_pc
+          FROM queen.partition_consumers x
+         WHERE x.partition_id = c.partition_id AND x.consumer_group = v_group;
+        IF FOUND THEN
+            CONTINUE WHEN v_pc.lease_expires_at IS NOT NULL AND v_pc.lease_expires_at > v_now;
+            IF v_pc.last_consumed_created_at IS NOT NULL THEN
+                v_cur_ts := v_pc.last_consumed_created_at;
+                v_cur_id := v_pc.last_consumed_id;
+            ELSE
+                v_cur_ts := c.cur_ts;
+                v_cur_id := '00000000-0000-0000-0000-000000000000';
+            END IF;
+        ELSE
+            v_cur_ts := c.cur_ts;
+            v_cur_id := '00000000-0000-0000-0000-000000000000';
+        END IF;
+
+        -- read after the cursor in position order, skipping delayed messages
+        SELECT count(*)::int,
+               jsonb_agg(jsonb_build_object(
+                   'id', m.id,
+                   'transactionId', m.transaction_id,
+                   'traceId', m.trace_id,
+                   'data', m.payload,
+                   'producerSub', m.producer_sub,
+                   'createdAt', queen.iso(m.created_at),
+                   'partitionId', m.partition_id,
+                   'partition', c.pname,
+                   'queue', c.qname,
+                   'isEncrypted', m.is_encrypted) ORDER BY m.created_at, m.id),
+               (array_agg(m.id ORDER BY m.created_at DESC, m.id DESC))[1],
+               max(m.created_at)
+          INTO v_n, v_batch_json, v_last_id, v_last_ts
+          FROM (SELECT * FROM queen.messages mm
+                 WHERE mm.partition_id = c.partition_id
+                   AND (mm.created_at, mm.id) > (v_cur_ts, v_cur_id)
+                   AND (c.delayed_processing <= 0
+                        OR mm.created_at <= v_now - c.delayed_processing * interval '1 second')
+                 ORDER BY mm.created_at, mm.id
+                 LIMIT v_remaining) m;
+
+        -- nothing deliverable: the partition is not claimed (released at once)
+        CONTINUE WHEN v_n = 0;
+
+        v_lease_len := coalesce(v_lease_s, c.lease_time, 60);
+        IF v_lease_len IS NULL OR v_lease_len <= 0 THEN
+            v_lease_len := 60;
+        END IF;
+        v_exp := v_now + v_lease_len * interval '1 second';
+
+        IF v_auto THEN
+            INSERT INTO queen.partition_consumers AS x
+                   (partition_id, consumer_group, last_consumed_id, last_consumed_created_at,
+                    total_messages_consumed, total_batches_consumed, last_consumed_at,
+                    batch_size, acked_count)
+            VALUES (c.partition_id, v_group, v_last_id, v_last_ts, v_n, 1, v_now, v_n, v_n)
+            ON CONFLICT (partition_id, consumer_group) DO UPDATE SET
+                last_consumed_id = EXCLUDED.last_consumed_id,
+                last_consumed_created_at = EXCLUDED.last_consumed_created_at,
+                total_messages_consumed = x.total_messages_consumed + EXCLUDED.total_messages_consumed,
+                total_batches_consumed = x.total_batches_consumed + 1,
+                last_consumed_at = EXCLUDED.last_consumed_at,
+                lease_expires_at = NULL,
+                lease_acquired_at = NULL,
+                worker_id = NULL,
+                batch_size = EXCLUDED.batch_size,
+                acked_count = EXCLUDED.acked_count,
+                batch_retry_count = 0
+             WHERE x.lease_expires_at IS NULL OR x.lease_expires_at <= now()
+            RETURNING true INTO v_ok;
+        ELSE
+            INSERT INTO queen.partition_consumers AS x
+                   (partition_id, consumer_group, lease_expires_at, lease_acquired_at, worker_id,
+                    batch_size, acked_count)
+            VALUES (c.partition_id, v_group, v_exp, v_now, v_lease, v_n, 0)
+            ON CONFLICT (partition_id, consumer_group) DO UPDATE SET
+                lease_expires_at = EXCLUDED.lease_expires_at,
+                lease_acquired_at = EXCLUDED.lease_acquired_at,
+                worker_id = EXCLUDED.worker_id,
+                batch_size = EXCLUDED.batch_size,
+                acked_count = 0
+             WHERE x.lease_expires_at IS NULL OR x.lease_expires_at <= now()
+            RETURNING true INTO v_ok;
+        END IF;
+        -- 0 rows = lost the race: skip this partition
+        CONTINUE WHEN v_ok IS NULL;
+        v_ok := NULL;
+
+        v_msgs := v_msgs || v_batch_json;
+        v_claimed := v_claimed + 1;
+        v_remaining := v_remaining - v_n;
+        IF NOT v_has_first THEN
+            v_has_first := true;
+            v_first_q := c.qname;
+            v_first_p := c.pname;
+            v_first_pid := c.partition_id;
+            v_first_exp := CASE WHEN v_auto THEN NULL ELSE v_exp END;
+        END IF;
+    END LOOP;
+
+    IF v_claimed = 0 THEN
+        RETURN jsonb_build_object('messages', '[]'::jsonb, 'partitionsClaimed', 0,
+            'queue', NULL, 'partition', NULL, 'partitionId', NULL, 'leaseExpiresAt', NULL);
+    END IF;
+
+    RETURN jsonb_build_object(
+        'messages', v_msgs,
+        'partitionsClaimed', v_claimed,
+        'queue', v_first_q,
+        'partition', v_first_p,
+        'partitionId', v_first_pid,
+        'leaseExpiresAt', queen.iso(v_first_exp));
+END $$;

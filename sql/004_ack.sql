@@ -1,0 +1,213 @@
+-- Acknowledgement and lease extension.
+
+-- ---------------------------------------------------------------------------
+-- queen.ack_items(tenant, items, txn) -- shared by ack_batch and transaction
+--   items: [{transactionId, partitionId, status, group, leaseId|null, error|null}]
+--   returns an array aligned with items:
+--     {index, transactionId, partitionId, success, error, queueName, partitionName,
+--      leaseReleased, dlq}
+--   txn=true: failed/dlq write the DLQ row directly (default error "Unknown error").
+-- ---------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION queen.ack_items(p_tenant uuid, p_items jsonb, p_txn boolean)
+RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_n        int;
+    v_res      jsonb[];
+    k          record;
+    it         record;
+    v_pc       record;
+    v_found    boolean;
+    v_consumed boolean;
+    v_has_lease boolean;
+    v_release  boolean;
+    v_dlq      boolean;
+    v_err      text;
+    v_status   text;
+    v_now      timestamptz := now();
+BEGIN
+    IF p_items IS NULL OR jsonb_typeof(p_items) <> 'array' OR jsonb_array_length(p_items) = 0 THEN
+        RETURN '[]'::jsonb;
+    END IF;
+    p_tenant := coalesce(p_tenant, '00000000-0000-0000-0000-000000000001');
+    v_n := jsonb_array_length(p_items);
+    v_res := array_fill(NULL::jsonb, ARRAY[v_n]);
+
+    -- serialise per (partition, group): blocking advisory locks in a fixed order
+    FOR k IN
+        SELECT DISTINCT queen.lock_key(queen.try_uuid(e->>'partitionId'),
+                                       coalesce(nullif(e->>'group', ''), '__QUEUE_MODE__')) AS key
+          FROM jsonb_array_elements(p_items) e
+         WHERE queen.try_uuid(e->>'partitionId') IS NOT NULL
+         ORDER BY 1
+    LOOP
+        PERFORM pg_advisory_xact_lock(k.key);
+    END LOOP;
+
+    -- items in message position order (unknown messages first, they change nothing)
+    FOR it IN
+        SELECT i.ord::int AS ord, i.txid, i.pid, i.grp, i.status, i.lease, i.err,
+               m.id AS mid, m.created_at AS mts, q.name AS qname, pt.name AS pname,
+               q.retry_limit
+          FROM (SELECT e.ord, e.v->>'transactionId' AS txid,
+                       queen.try_uuid(e.v->>'partitionId') AS pid,
+                       coalesce(nullif(e.v->>'group', ''), '__QUEUE_MODE__') AS grp,
+                       lower(coalesce(e.v->>'status', 'completed')) AS status,
+                       queen.try_uuid(e.v->>'leaseId') AS lease,
+                       e.v->>'error' AS err,
+                       e.v->>'leaseId' AS lease_txt
+                  FROM jsonb_array_elements(p_items) WITH ORDINALITY AS e(v, ord)) i
+          LEFT JOIN queen.partitions pt ON pt.id = i.pid
+          LEFT JOIN queen.queues q ON q.id = pt.queue_id AND q.tenant_id = p_tenant
+          LEFT JOIN queen.messages m ON m.partition_id = i.pid AND m.transaction_id = i.txid
+                                    AND q.id IS NOT NULL
+         ORDER BY (m.id IS NOT NULL), i.pid, i.grp, m.created_at, m.id, i.ord
+    LOOP
+        IF it.mid IS NULL THEN
+            v_res[it.ord] := jsonb_build_object(
+                'index', it.ord - 1, 'transactionId', it.txid, 'partitionId', it.pid,
+                'success', false, 'error', 'Message not found',
+                'queueName', it.qname, 'partitionName', it.pname,
+                'leaseReleased', false, 'dlq', false);
+            CONTINUE;
+        END IF;
+
+        SELECT x.* INTO v_pc FROM queen.partition_consumers x
+         WHERE x.partition_id = it.pid AND x.consumer_group = it.grp;
+        v_found := FOUND;
+        v_consumed := v_found AND v_pc.last_consumed_created_at IS NOT NULL
+                      AND (it.mts, it.mid) <= (v_pc.last_consumed_created_at, v_pc.last_consumed_id);
+        v_has_lease := v_found AND v_pc.worker_id IS NOT NULL;
+        v_release := false;
+        v_dlq := false;
+        v_err := NULL;
+        v_status := it.status;
+
+        IF v_consumed THEN
+            -- already past the cursor: idempotent success, nothing changes
+            NULL;
+        ELSIF it.lease IS NOT NULL
+              AND NOT (v_found AND v_pc.worker_id = it.lease AND v_pc.lease_expires_at > v_now) THEN
+            v_err := 'Invalid or expired lease';
+        ELSIF v_status NOT IN ('completed', 'success', 'failed', 'dlq', 'retry') THEN
+            v_err := 'Invalid status: ' || v_status;
+        ELSE
+            IF NOT v_found THEN
+                INSERT INTO queen.partition_consumers (partition_id, consumer_group)
+                VALUES (it.pid, it.grp) ON CONFLICT (partition_id, consumer_group) DO NOTHING;
+                SELECT x.* INTO v_pc FROM queen.partition_consumers x
+                 WHERE x.partition_id = it.pid AND x.consumer_group = it.grp;
+            END IF;
+
+            IF v_status = 'failed' AND NOT p_txn
+               AND v_pc.batch_retry_count < coalesce(it.retry_limit, 3) THEN
+                -- retries left: release once per failed delivery (no lease = nothing to do)
+                IF v_has_lease THEN
+                    UPDATE queen.partition_consumers SET
+                        worker_id = NULL, lease_expires_at = NULL, lease_acquired_at = NULL,
+                        batch_retry_count = batch_retry_count + 1
+                     WHERE partition_id = it.pid AND consumer_group = it.grp;
+                    v_release := true;
+                END IF;
+            ELSIF v_status = 'retry' THEN
+                IF v_has_lease THEN
+                    UPDATE queen.partition_consumers SET
+                        worker_id = NULL, lease_expires_at = NULL, lease_acquired_at = NULL
+                     WHERE partition_id = it.pid AND consumer_group = it.grp;
+                    v_release := true;
+                END IF;
+            ELSIF v_status = 'failed' AND NOT p_txn AND NOT v_has_lease THEN
+                -- retries exhausted but no lease present: a later failed ack of an
+                -- already released batch changes nothing
+                NULL;
+            ELSE
+                -- completed/success, or dead-letter (dlq, exhausted failed, txn failed)
+                IF v_status IN ('failed', 'dlq') THEN
+                    v_dlq := true;
+                    INSERT INTO queen.dead_letter_queue AS d
+                           (message_id, partition_id, consumer_group, error_message,
+                            retry_count, original_created_at, failed_at)
+                    VALUES (it.mid, it.pid, it.grp,
+                            coalesce(it.err, CASE WHEN p_txn OR v_status = 'dlq' THEN 'Unknown error'
+                                                  ELSE 'Retries exhausted' END),
+                            v_pc.batch_retry_count, it.mts, v_now)
+                    ON CONFLICT (message_id, consumer_group) DO UPDATE SET
+                        error_message = EXCLUDED.error_message,
+                        retry_count = EXCLUDED.retry_count,
+                        failed_at = EXCLUDED.failed_at;
+                END IF;
+                v_release := v_has_lease AND v_pc.acked_count + 1 >= v_pc.batch_size;
+                UPDATE queen.partition_consumers SET
+                    last_consumed_id = it.mid,
+                    last_consumed_created_at = it.mts,
+                    last_consumed_at = v_now,
+                    total_messages_consumed = total_messages_consumed
+                                              + CASE WHEN v_dlq THEN 0 ELSE 1 END,
+                    total_batches_consumed = total_batches_consumed
+                                             + CASE WHEN v_release THEN 1 ELSE 0 END,
+                    acked_count = CASE WHEN v_has_lease THEN acked_count + 1 ELSE acked_count END,
+                    worker_id = CASE WHEN v_release THEN NULL ELSE worker_id END,
+                    lease_expires_at = CASE WHEN v_release THEN NULL ELSE lease_expires_at END,
+                    lease_acquired_at = CASE WHEN v_release THEN NULL ELSE lease_acquired_at END,
+                    batch_retry_count = CASE WHEN v_release THEN 0 ELSE batch_retry_count END
+                 WHERE partition_id = it.pid AND consumer_group = it.grp;
+            END IF;
+        END IF;
+
+        v_res[it.ord] := jsonb_build_object(
+            'index', it.ord - 1, 'transactionId', it.txid, 'partitionId', it.pid,
+            'success', v_err IS NULL, 'error', v_err,
+            'queueName', it.qname, 'partitionName', it.pname,
+            'leaseReleased', v_release, 'dlq', v_dlq);
+    END LOOP;
+
+    RETURN to_jsonb(v_res);
+END $$;
+
+-- ---------------------------------------------------------------------------
+-- queen.ack_batch(p)
+--   in : {tenant, txn:bool, items:[{transactionId, partitionId, status, group,
+--                                   leaseId|null, error|null}]}
+--   out: [{index, transactionId, partitionId, success, error, queueName, partitionName,
+--          leaseReleased, dlq}]
+-- ---------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION queen.ack_batch(p jsonb) RETURNS jsonb
+LANGUAGE plpgsql AS $$
+BEGIN
+    RETURN queen.ack_items(queen.try_uuid(p->>'tenant'), p->'items',
+                           coalesce((p->>'txn')::boolean, false));
+END $$;
+
+-- ---------------------------------------------------------------------------
+-- queen.extend_lease(p)
+--   in : {leaseId, seconds}
+--   out: {leaseId, success:true, expiresAt, newExpiresAt}
+--      | {leaseId, success:false, error:"Lease not found"|"Lease already expired"}
+-- ---------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION queen.extend_lease(p jsonb) RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_lease uuid := queen.try_uuid(p->>'leaseId');
+    v_secs  numeric := coalesce((p->>'seconds')::numeric, 60);
+    v_exp   timestamptz;
+BEGIN
+    IF v_lease IS NULL THEN
+        RETURN jsonb_build_object('leaseId', p->>'leaseId', 'success', false,
+                                  'error', 'Lease not found');
+    END IF;
+    WITH u AS (
+        UPDATE queen.partition_consumers
+           SET lease_expires_at = greatest(lease_expires_at, now() + v_secs * interval '1 second')
+         WHERE worker_id = v_lease AND lease_expires_at > now()
+        RETURNING lease_expires_at)
+    SELECT max(lease_expires_at) INTO v_exp FROM u;
+
+    IF v_exp IS NULL THEN
+        RETURN jsonb_build_object('leaseId', v_lease, 'success', false,
+            'error', CASE WHEN EXISTS (SELECT 1 FROM queen.partition_consumers
+                                        WHERE worker_id = v_lease)
+                          THEN 'Lease already expired' ELSE 'Lease not found' END);
+    END IF;
+    RETURN jsonb_build_object('leaseId', v_lease, 'success', true,
+                              'expiresAt', queen.iso(v_exp), 'newExpiresAt', queen.iso(v_exp));
+END $$;
