@@ -25,6 +25,7 @@ DECLARE
     v_err      text;
     v_status   text;
     v_now      timestamptz := now();
+    v_released text[] := '{}';   -- (partition|group|lease) released by this call
 BEGIN
     IF p_items IS NULL OR jsonb_typeof(p_items) <> 'array' OR jsonb_array_length(p_items) = 0 THEN
         RETURN '[]'::jsonb;
@@ -88,7 +89,14 @@ BEGIN
             NULL;
         ELSIF it.lease IS NOT NULL
               AND NOT (v_found AND v_pc.worker_id = it.lease AND v_pc.lease_expires_at > v_now) THEN
-            v_err := 'Invalid or expired lease';
+            IF it.status IN ('failed', 'retry')
+               AND (it.pid::text || '|' || it.grp || '|' || it.lease::text) = ANY (v_released) THEN
+                -- the lease was released by an earlier failed/retry item of this call:
+                -- the batch is already up for redelivery, nothing more to do
+                NULL;
+            ELSE
+                v_err := 'Invalid or expired lease';
+            END IF;
         ELSIF v_status NOT IN ('completed', 'success', 'failed', 'dlq', 'retry') THEN
             v_err := 'Invalid status: ' || v_status;
         ELSE
@@ -154,6 +162,9 @@ BEGIN
             END IF;
         END IF;
 
+        IF v_release AND v_has_lease THEN
+            v_released := v_released || (it.pid::text || '|' || it.grp || '|' || v_pc.worker_id::text);
+        END IF;
         v_res[it.ord] := jsonb_build_object(
             'index', it.ord - 1, 'transactionId', it.txid, 'partitionId', it.pid,
             'success', v_err IS NULL, 'error', v_err,

@@ -1,0 +1,2 @@
+TRUNCATE qt.consumed;
+SELECT queen.configure('{"queue":"conc.q"}');
