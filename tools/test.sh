@@ -13,6 +13,7 @@
 #   QUEEN_TEST_STEPS    steps to run, default "fmt clippy test client"
 #   QUEEN_TEST_TIMEOUT  seconds allowed for `cargo test` (default 1500)
 #   QUEEN_VENV          venv for the Python client (default <repo>/.venv)
+#   QUEEN_SKIP_BUILD=1  client step: use the existing target/release/queen
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -71,8 +72,10 @@ client_check() {
     local py bin pgport port rc
     py=$("$ROOT/tools/venv.sh") || { echo "test.sh: could not prepare the Python venv"; return 1; }
     bin="${CARGO_TARGET_DIR:-$ROOT/target}/release/queen"
-    echo "test.sh: cargo build --release (the binary the client check runs)"
-    cargo build --release || return 1
+    if [[ "${QUEEN_SKIP_BUILD:-0}" != 1 ]]; then
+        echo "test.sh: cargo build --release (the binary the client check runs)"
+        cargo build --release || return 1
+    fi
     [[ -x "$bin" ]] || { echo "test.sh: $bin missing after build"; return 1; }
 
     CLIENT_TMP=$(mktemp -d /tmp/queen-client.XXXXXX)
