@@ -3,6 +3,7 @@
 //! `SO_REUSEPORT` listener. It knows nothing of queues.
 #![warn(missing_docs, missing_debug_implementations)]
 
+pub mod http;
 pub mod inbox;
 pub mod pool;
 pub mod shutdown;
