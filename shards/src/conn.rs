@@ -1,0 +1,236 @@
+//! One HTTP connection: reads requests with the codec, runs the handler
+//! while watching the socket (a disconnect cancels it), writes responses,
+//! and enforces the idle, head and body timeouts.
+//!
+//! Runs as one glommio task per connection on the shard that accepted it;
+//! only this task touches the stream and its buffer. A slow or broken
+//! client ends only its own task.
+
+use std::net::Shutdown;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use futures_lite::future;
+use futures_lite::{AsyncReadExt, AsyncWriteExt};
+use glommio::net::TcpStream;
+use glommio::timer::Timer;
+
+use crate::http::{Decoded, Decoder, HttpError, Method, Request};
+use crate::listen::{Handler, ServerConfig};
+use crate::shutdown::LocalSignal;
+
+/// Bytes asked of the socket per read.
+const READ_SIZE: usize = 16 * 1024;
+/// How long, and how many bytes, we read and discard after answering an
+/// error before closing, so the client reads our answer instead of a RST.
+const LINGER: Duration = Duration::from_millis(200);
+/// See [`LINGER`].
+const LINGER_BYTES: usize = 256 * 1024;
+/// The interim answer to `Expect: 100-continue`.
+const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
+
+/// What waiting for bytes ended with.
+enum Read {
+    /// Some bytes were appended to the buffer.
+    Data,
+    /// The peer closed, or the socket failed.
+    Closed,
+    /// The deadline passed.
+    Timeout,
+    /// Shutdown fired (only when waiting idle).
+    Stopped,
+}
+
+/// Which timer applies while waiting for bytes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Between requests (idle timeout, shutdown closes).
+    Idle,
+    /// Inside a head (header timeout).
+    Head,
+    /// Inside a body (body timeout).
+    Body,
+}
+
+/// Serves `stream` until it closes, fails, times out or shutdown finds it
+/// idle.
+pub(crate) async fn serve_conn(
+    mut stream: TcpStream,
+    cfg: Rc<ServerConfig>,
+    handler: Rc<dyn Handler>,
+    stop: LocalSignal,
+) {
+    let _ = stream.set_nodelay(true);
+    let peer = stream.peer_addr().ok();
+    let mut buf: Vec<u8> = Vec::with_capacity(READ_SIZE);
+    let mut dec = Decoder::new(cfg.limits());
+    let mut out = Vec::new();
+    loop {
+        let (mut req, keep_alive) =
+            match next_request(&mut stream, &mut buf, &mut dec, &cfg, &stop).await {
+                Ok(Some(r)) => r,
+                Ok(None) => return,
+                Err(e) => {
+                    log::debug!("connection {peer:?}: {e}");
+                    out.clear();
+                    e.to_response().write_to(&mut out, true, false);
+                    if write_all(&mut stream, &out, cfg.body_timeout).await {
+                        linger_close(&mut stream).await;
+                    }
+                    return;
+                }
+            };
+        req.peer = peer;
+        let head = req.method == Method::Head;
+        let response = {
+            let handling = handler.handle(req);
+            let cap = cfg.max_header_bytes.saturating_add(cfg.max_body_bytes);
+            future::or(async { Some(handling.await) }, async {
+                watch_peer(&mut stream, &mut buf, cap).await;
+                None
+            })
+            .await
+        };
+        let Some(response) = response else {
+            log::debug!("connection {peer:?}: peer left, handler cancelled");
+            return;
+        };
+        let close = !keep_alive || stop.is_fired();
+        out.clear();
+        response.write_to(&mut out, close, head);
+        if !write_all(&mut stream, &out, cfg.body_timeout).await || close {
+            return;
+        }
+    }
+}
+
+/// Reads until the decoder yields a request. `Ok(None)`: close quietly
+/// (peer left, idle timeout, shutdown while idle, or write failure).
+async fn next_request(
+    stream: &mut TcpStream,
+    buf: &mut Vec<u8>,
+    dec: &mut Decoder,
+    cfg: &ServerConfig,
+    stop: &LocalSignal,
+) -> Result<Option<(Request, bool)>, HttpError> {
+    let mut phase = (Phase::Idle, Instant::now());
+    loop {
+        match dec.decode(buf)? {
+            Decoded::Request { req, keep_alive } => return Ok(Some((req, keep_alive))),
+            Decoded::Continue => {
+                if !write_all(stream, CONTINUE, cfg.body_timeout).await {
+                    return Ok(None);
+                }
+                continue;
+            }
+            Decoded::Incomplete => {}
+        }
+        let now_phase = if dec.in_body() {
+            Phase::Body
+        } else if dec.in_progress(buf) {
+            Phase::Head
+        } else {
+            Phase::Idle
+        };
+        if now_phase != phase.0 {
+            phase = (now_phase, Instant::now());
+        }
+        let timeout = match phase.0 {
+            Phase::Idle => cfg.idle_timeout,
+            Phase::Head => cfg.header_timeout,
+            Phase::Body => cfg.body_timeout,
+        };
+        let idle_stop = (phase.0 == Phase::Idle).then_some(stop);
+        match read_more(stream, buf, phase.1 + timeout, idle_stop).await {
+            Read::Data => {}
+            Read::Closed | Read::Stopped => return Ok(None),
+            Read::Timeout if phase.0 == Phase::Idle => return Ok(None),
+            Read::Timeout => return Err(HttpError::Timeout),
+        }
+    }
+}
+
+/// Appends one read's worth of bytes to `buf`, unless the deadline passes
+/// or (when given) `stop` fires first.
+async fn read_more(
+    stream: &mut TcpStream,
+    buf: &mut Vec<u8>,
+    deadline: Instant,
+    stop: Option<&LocalSignal>,
+) -> Read {
+    if stop.is_some_and(|s| s.is_fired()) {
+        return Read::Stopped;
+    }
+    let left = deadline.saturating_duration_since(Instant::now());
+    let read = async {
+        match read_into(stream, buf).await {
+            Ok(0) | Err(_) => Read::Closed,
+            Ok(_) => Read::Data,
+        }
+    };
+    let timer = async {
+        Timer::new(left).await;
+        Read::Timeout
+    };
+    let stopped = async {
+        match stop {
+            Some(s) => s.wait().await,
+            None => future::pending::<()>().await,
+        }
+        Read::Stopped
+    };
+    future::or(read, future::or(timer, stopped)).await
+}
+
+/// One read appended to `buf`'s end.
+async fn read_into(stream: &mut TcpStream, buf: &mut Vec<u8>) -> std::io::Result<usize> {
+    let len = buf.len();
+    buf.resize(len + READ_SIZE, 0);
+    let result = stream.read(&mut buf[len..]).await;
+    buf.truncate(len + *result.as_ref().unwrap_or(&0));
+    result
+}
+
+/// While a handler runs: keeps reading pipelined bytes into `buf` (up to
+/// `cap` bytes buffered, then stops reading) and returns only when the
+/// peer closes or the socket fails.
+async fn watch_peer(stream: &mut TcpStream, buf: &mut Vec<u8>, cap: usize) {
+    loop {
+        if buf.len() >= cap {
+            // Back-pressure: the handler's response decides what happens next.
+            future::pending::<()>().await;
+        }
+        match read_into(stream, buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+    }
+}
+
+/// Writes all of `bytes` within `timeout`; false on failure or timeout.
+async fn write_all(stream: &mut TcpStream, bytes: &[u8], timeout: Duration) -> bool {
+    let write = async { stream.write_all(bytes).await.is_ok() };
+    let timer = async {
+        Timer::new(timeout).await;
+        false
+    };
+    future::or(write, timer).await
+}
+
+/// Half-closes, then reads and discards briefly so unread request bytes do
+/// not turn our close into a RST that destroys the answer just sent.
+async fn linger_close(stream: &mut TcpStream) {
+    if stream.shutdown(Shutdown::Write).await.is_err() {
+        return;
+    }
+    let deadline = Instant::now() + LINGER;
+    let mut scratch = Vec::new();
+    let mut discarded = 0;
+    while discarded < LINGER_BYTES {
+        scratch.clear();
+        match read_more(stream, &mut scratch, deadline, None).await {
+            Read::Data => discarded += scratch.len(),
+            _ => return,
+        }
+    }
+}
