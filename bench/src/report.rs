@@ -187,7 +187,8 @@ pub struct Report {
     pub msg_per_s: f64,
     /// Requests completed in the window.
     pub requests: u64,
-    /// Latency of the main request (push; pop for drain; push for latency).
+    /// Latency of the main request: push; for drain, pops that delivered;
+    /// for latency, the producers' pushes.
     pub req_latency: LatSummary,
     /// `ack/batch` latency (drain with explicit acks).
     pub ack_latency: Option<LatSummary>,

@@ -12,7 +12,7 @@ use queen_bench::scenario::{drain, latency, push, Ctx};
 use queen_bench::summarize;
 
 const USAGE: &str = "\
-usage: queen-bench <push|drain|latency|summarize> [flags]
+usage: queen-bench [flags] <push|drain|latency|summarize> [flags]
 
 global:  --url http://127.0.0.1:6632  --pid <broker pid>  --pg-pid <postmaster pid>
          --json (one JSON line on stdout)  --label TEXT  --queue-prefix bench
@@ -27,6 +27,9 @@ latency: --rate 1000 --batch 1 --producers 16 --consumers 1 --partitions 10
 summarize: --input results.jsonl   (markdown table of medians and ratios)
 
 Exit status: 0 ok, 1 usage or setup error, 3 the run lost messages.";
+
+/// Words that select what to run.
+const SCENARIOS: [&str; 7] = ["push", "drain", "latency", "summarize", "help", "--help", "-h"];
 
 fn secs(a: &Args, name: &str, default: f64) -> Result<Duration, ArgError> {
     Ok(Duration::from_secs_f64(a.get(name, default)?.max(0.0)))
@@ -93,8 +96,15 @@ fn latency_opts(a: &Args) -> Result<latency::LatencyOpts, ArgError> {
 }
 
 fn run(words: &[String]) -> Result<ExitCode, String> {
-    let (cmd, rest) = words.split_first().ok_or(USAGE)?;
-    let a = Args::parse(rest).map_err(|e| e.to_string())?;
+    // The scenario may come before or after the flags: it is the first word
+    // naming one (flag values never do).
+    let at = words
+        .iter()
+        .position(|w| SCENARIOS.contains(&w.as_str()))
+        .ok_or(USAGE)?;
+    let cmd = &words[at];
+    let rest: Vec<String> = words.iter().enumerate().filter(|(i, _)| *i != at).map(|(_, w)| w.clone()).collect();
+    let a = Args::parse(&rest).map_err(|e| e.to_string())?;
     if cmd == "summarize" {
         let path = a.get_str("input").ok_or("summarize needs --input FILE")?;
         a.finish().map_err(|e| e.to_string())?;

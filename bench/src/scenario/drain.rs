@@ -239,13 +239,15 @@ fn drain_loop(
         let errors_before = st.errors.total();
         let (body, elapsed) = pop(client, path, &mut st.errors);
         st.reqs += 1;
-        st.lat.record_us(us(elapsed));
         let Some(body) = body.filter(|b| !b.messages.is_empty()) else {
             if st.errors.total() > errors_before {
                 thread::sleep(ERROR_BACKOFF);
             }
             continue;
         };
+        // Only pops that delivered: an empty long poll at the end of the
+        // drain waits out its timeout and says nothing about the broker.
+        st.lat.record_us(us(elapsed));
         let ds = deliveries(&body);
         let confirmed = if auto_ack {
             ds.len() as u64

@@ -1,0 +1,212 @@
+#!/usr/bin/env bash
+# bench/run.sh: the whole benchmark suite on this machine, end to end.
+#
+# Starts a private PostgreSQL (synchronous_commit=on, shared_buffers=4GB,
+# max_connections=200, 127.0.0.1 on a free port, in a temp dir removed at the
+# end), builds the broker and the bench, measures the PostgreSQL ceiling
+# (pg-ceiling INSERT b1/b10/b100) with the broker stopped, then starts the
+# broker and runs every scenario RUNS times, interleaved. Prints a markdown
+# table of medians with ratios and writes it to bench/results/<date>-<commit>.md
+# (raw JSON lines beside it, .jsonl). Copy the table into bench/RESULTS.md.
+#
+#   bench/run.sh            # 3 runs of everything (~12 min on 2 cores)
+#   bench/run.sh --quick    # short windows, 1 run (~2 min): a smoke test
+#   bench/run.sh --runs 5   # more runs
+#   bench/run.sh --no-build # use binaries already built
+#
+# Environment: NUM_WORKERS (2), DB_POOL_SIZE (8; pg-ceiling uses as many
+# connections), BROKER_TARGET_DIR (<repo>/target), BENCH_TARGET_DIR
+# (/tmp/target-bench), BROKER_BIN (a prebuilt broker, or the test stub
+# /tmp/target-bench/release/examples/stub-broker). Must run as root (PostgreSQL runs as user postgres).
+set -euo pipefail
+
+QUICK=0
+RUNS=3
+BUILD=1
+ARGS="$*"
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --quick) QUICK=1; RUNS=1 ;;
+        --runs) RUNS="$2"; shift ;;
+        --no-build) BUILD=0 ;;
+        -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+        *) echo "run.sh: unknown option $1" >&2; exit 1 ;;
+    esac
+    shift
+done
+
+BENCH_DIR=$(cd "$(dirname "$0")" && pwd)
+REPO=$(dirname "$BENCH_DIR")
+BENCH_TARGET=${BENCH_TARGET_DIR:-/tmp/target-bench}
+BROKER_TARGET=${BROKER_TARGET_DIR:-$REPO/target}
+WORKERS=${NUM_WORKERS:-2}
+POOL=${DB_POOL_SIZE:-8}
+
+if [ "$QUICK" = 1 ]; then
+    DUR=3; WARM=1; PREFILL=20000; LAT_DUR=3; PG_DUR=3; MODE=quick
+else
+    DUR=10; WARM=2; PREFILL=200000; LAT_DUR=10; PG_DUR=10; MODE=full
+fi
+
+log() { echo "[run.sh $(date +%T)] $*" >&2; }
+
+# A TCP port on 127.0.0.1 nobody listens on.
+free_port() {
+    local p
+    for _ in $(seq 1 200); do
+        p=$(( 20000 + RANDOM % 30000 ))
+        if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+            echo "$p"
+            return 0
+        fi
+    done
+    return 1
+}
+
+PGBIN=$(dirname "$(command -v pg_ctl 2>/dev/null || ls -d /usr/lib/postgresql/*/bin/pg_ctl | sort -V | tail -1)")
+COMMIT=$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo nocommit)
+DATE=$(date +%F)
+MODEL=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
+mkdir -p "$BENCH_DIR/results"
+SUFFIX=$([ "$QUICK" = 1 ] && echo "-quick" || true)
+OUT="$BENCH_DIR/results/$DATE-$COMMIT$SUFFIX"
+JSONL="$OUT.jsonl"
+: > "$JSONL"
+
+TMP=$(mktemp -d /tmp/queen-bench.XXXXXX)
+chmod 755 "$TMP"
+PGDATA="$TMP/pgdata"
+BROKER_PID=""
+cleanup() {
+    set +e
+    if [ -n "$BROKER_PID" ] && kill -0 "$BROKER_PID" 2>/dev/null; then
+        kill "$BROKER_PID"; wait "$BROKER_PID" 2>/dev/null
+    fi
+    if [ -f "$PGDATA/postmaster.pid" ]; then
+        runuser -u postgres -- "$PGBIN/pg_ctl" -D "$PGDATA" -m fast -w stop >/dev/null 2>&1
+    fi
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+# ---- builds (before PostgreSQL starts, so compiling does not overlap load) ----
+QB="$BENCH_TARGET/release/queen-bench"
+PGC="$BENCH_TARGET/release/pg-ceiling"
+BROKER_BUILT=1
+if [ "$BUILD" = 1 ]; then
+    log "building bench ($BENCH_TARGET)"
+    (cd "$BENCH_DIR" && CARGO_TARGET_DIR="$BENCH_TARGET" cargo build --release --quiet --bins --examples)
+fi
+if [ -n "${BROKER_BIN:-}" ]; then
+    log "using BROKER_BIN=$BROKER_BIN (not building the broker)"
+elif [ "$BUILD" = 1 ]; then
+    BROKER_BIN="$BROKER_TARGET/release/queen"
+    log "building broker ($BROKER_TARGET)"
+    if ! (cd "$REPO" && CARGO_TARGET_DIR="$BROKER_TARGET" cargo build --release --quiet); then
+        log "broker build FAILED: only the PostgreSQL ceiling will be measured"
+        BROKER_BUILT=0
+    fi
+fi
+BROKER_BIN=${BROKER_BIN:-$BROKER_TARGET/release/queen}
+[ -x "$BROKER_BIN" ] || BROKER_BUILT=0
+
+# ---- private PostgreSQL ----
+PGPORT=$(free_port)
+chown postgres "$TMP"
+log "initdb in $PGDATA, port $PGPORT"
+runuser -u postgres -- "$PGBIN/initdb" -D "$PGDATA" -U postgres --auth=trust -E UTF8 >"$TMP/initdb.log" 2>&1 \
+    || { cat "$TMP/initdb.log" >&2; exit 1; }
+runuser -u postgres -- "$PGBIN/pg_ctl" -D "$PGDATA" -l "$TMP/pg.log" -w -t 60 \
+    -o "-c port=$PGPORT -c listen_addresses=127.0.0.1 -c unix_socket_directories=$TMP \
+        -c shared_buffers=4GB -c synchronous_commit=on -c max_connections=200" start >/dev/null \
+    || { cat "$TMP/pg.log" >&2; exit 1; }
+PGPID=$(head -1 "$PGDATA/postmaster.pid")
+PSQL=(psql -h 127.0.0.1 -p "$PGPORT" -U postgres -qAtX)
+"${PSQL[@]}" -d postgres -c "CREATE DATABASE queen"
+PGVER=$("${PSQL[@]}" -d queen -c "SHOW server_version")
+checkpoint() { "${PSQL[@]}" -d queen -c CHECKPOINT >/dev/null 2>&1 || true; }
+
+# ---- PostgreSQL ceiling, broker stopped ----
+for r in $(seq 1 "$RUNS"); do
+    for b in 1 10 100; do
+        checkpoint
+        "$PGC" --dsn "host=127.0.0.1 port=$PGPORT user=postgres dbname=queen" --conns "$POOL" \
+            --batch "$b" --duration "$PG_DUR" --pg-pid "$PGPID" --label "run$r" --json >>"$JSONL" \
+            || log "pg-ceiling b$b exited $?"
+    done
+done
+
+# ---- broker ----
+BROKER_NOTE=""
+if [ "$BROKER_BUILT" = 1 ]; then
+    BPORT=$(free_port)
+    MPORT=$(free_port)
+    mkdir -p "$TMP/spool"
+    log "starting broker on 127.0.0.1:$BPORT (NUM_WORKERS=$WORKERS DB_POOL_SIZE=$POOL)"
+    env PG_HOST=127.0.0.1 PG_PORT="$PGPORT" PG_USER=postgres PG_PASSWORD=postgres PG_DB=queen \
+        PORT="$BPORT" QUEEN_BIND_ADDR=127.0.0.1 QUEEN_MESH_PORT="$MPORT" QUEEN_UDP_NOTIFY_PORT="$MPORT" \
+        NUM_WORKERS="$WORKERS" DB_POOL_SIZE="$POOL" FILE_BUFFER_DIR="$TMP/spool" LOG_LEVEL=warn \
+        "$BROKER_BIN" >"$TMP/broker.log" 2>&1 &
+    BROKER_PID=$!
+    URL="http://127.0.0.1:$BPORT"
+    for _ in $(seq 1 600); do
+        curl -sf "$URL/health" >/dev/null 2>&1 && break
+        kill -0 "$BROKER_PID" 2>/dev/null || break
+        sleep 0.1
+    done
+    if ! curl -sf "$URL/health" >/dev/null 2>&1; then
+        log "broker did not become healthy; last log lines:"
+        tail -20 "$TMP/broker.log" >&2
+        BROKER_NOTE="broker did not become healthy (see run.sh output): no broker figures"
+        kill "$BROKER_PID" 2>/dev/null || true
+        BROKER_PID=""
+    fi
+else
+    BROKER_NOTE="broker not built: no broker figures"
+fi
+
+IDLE_RSS="–"
+PG_CONNS="–"
+if [ -n "$BROKER_PID" ]; then
+    IDLE_RSS=$(awk '/VmRSS/ {printf "%.0f", $2/1024}' "/proc/$BROKER_PID/status")
+    Q=("$QB" --url "$URL" --pid "$BROKER_PID" --pg-pid "$PGPID" --json)
+    scenario() {
+        checkpoint
+        kill -0 "$BROKER_PID" 2>/dev/null || { log "broker died"; return 1; }
+        "${Q[@]}" "$@" >>"$JSONL" || log "queen-bench $* exited $?"
+    }
+    for r in $(seq 1 "$RUNS"); do
+        log "round $r of $RUNS"
+        for p in 1 1000; do
+            for b in 1 10 100; do
+                scenario push --label "run$r" --batch "$b" --conns 50 --partitions "$p" \
+                    --duration "$DUR" --warmup "$WARM" --payload-bytes 100 || break 3
+            done
+        done
+        scenario drain --label "run$r" --prefill "$PREFILL" --partitions 100 --batch 100 --conns 10 || break
+        scenario drain --label "run$r" --prefill "$PREFILL" --partitions 100 --batch 100 --conns 10 --auto-ack || break
+        scenario latency --label "run$r" --rate 1000 --duration "$LAT_DUR" --warmup "$WARM" || break
+    done
+    PG_CONNS=$("${PSQL[@]}" -d queen -c "SELECT count(*) FROM pg_stat_activity WHERE datname = 'queen' AND pid <> pg_backend_pid()" || echo "?")
+    if ! kill -0 "$BROKER_PID" 2>/dev/null; then
+        BROKER_NOTE="the broker exited during the run; last log lines: $(tail -3 "$TMP/broker.log" | tr '\n' ' ')"
+    fi
+fi
+
+# ---- report ----
+{
+    echo "# Queen bench: $DATE, commit $COMMIT ($MODE, $RUNS run(s))"
+    echo
+    echo "- machine: $(nproc) cores, $MODEL, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo) RAM; broker, PostgreSQL and bench share it"
+    echo "- PostgreSQL $PGVER: synchronous_commit=on, shared_buffers=4GB, max_connections=200"
+    echo "- broker: \`${BROKER_BIN#$REPO/}\`, NUM_WORKERS=$WORKERS, DB_POOL_SIZE=$POOL; pg-ceiling --conns $POOL"
+    echo "- broker RSS idle after start: $IDLE_RSS MiB; PostgreSQL connections held by the broker at the end: $PG_CONNS"
+    echo "- windows: push ${WARM}s warm-up + ${DUR}s, drain $PREFILL pre-filled, latency ${LAT_DUR}s at 1,000 msg/s, pg-ceiling ${PG_DUR}s"
+    [ -n "$BROKER_NOTE" ] && echo "- NOTE: $BROKER_NOTE"
+    echo
+    "$QB" summarize --input "$JSONL"
+    echo
+    echo "Command: \`bench/run.sh $ARGS\`; raw JSON lines: \`bench/results/$(basename "$JSONL")\`"
+} >"$OUT.md"
+cat "$OUT.md"
+log "wrote $OUT.md"
