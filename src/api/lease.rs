@@ -1,0 +1,51 @@
+//! `POST /api/v1/lease/:leaseId/extend` (http-api.md §6): prolongs every
+//! live claim carrying the lease. Answers an object (client-preferred);
+//! an unknown or expired lease is 200 with `success: false` and no
+//! `newExpiresAt`.
+
+use super::{ok_json, params};
+use crate::error::ApiError;
+use crate::shard::Shard;
+use crate::store::Proc;
+use serde_json::{json, Value};
+use shards::http::{Request, Response};
+use std::rc::Rc;
+
+/// Extension when the body names no `seconds`.
+const DEFAULT_EXTEND_SECONDS: i64 = 60;
+/// Longest single extension (one week).
+const MAX_EXTEND_SECONDS: i64 = 7 * 86_400;
+
+/// Handles the extension.
+pub async fn handle(shard: &Rc<Shard>, req: &Request, lease: &str) -> Result<Response, ApiError> {
+    let body = params::optional_body(req)?.unwrap_or_default();
+    let seconds = match body.get("seconds") {
+        None | Some(Value::Null) => DEFAULT_EXTEND_SECONDS,
+        Some(v) => match v.as_i64() {
+            Some(s) if (1..=MAX_EXTEND_SECONDS).contains(&s) => s,
+            _ => {
+                return Err(ApiError::BadRequest(format!(
+                    "seconds must be an integer between 1 and {MAX_EXTEND_SECONDS}"
+                )))
+            }
+        },
+    };
+    if !params::is_uuid(lease) {
+        return Ok(ok_json(
+            &json!({ "leaseId": lease, "success": false, "error": "Lease not found" }),
+        ));
+    }
+    let r = shard
+        .db
+        .call(
+            Proc::ExtendLease,
+            json!({ "leaseId": lease, "seconds": seconds }),
+        )
+        .await?;
+    let body = if r.get("success").and_then(Value::as_bool) == Some(true) {
+        json!({ "leaseId": lease, "success": true, "expiresAt": r.get("expiresAt"), "newExpiresAt": r.get("newExpiresAt") })
+    } else {
+        json!({ "leaseId": lease, "success": false, "error": r.get("error").cloned().unwrap_or(json!("Lease not found")) })
+    };
+    Ok(ok_json(&body))
+}

@@ -1,0 +1,103 @@
+//! The HTTP API: one file per endpoint (its request parsing, validation and
+//! handler), and this one `match` that lists every route.
+//!
+//! Handlers return `Result<Response, ApiError>`; errors become JSON here
+//! (`ApiError::into_response`) and nowhere else.
+
+mod ack;
+mod configure;
+mod dlq;
+mod health;
+mod lease;
+pub mod params;
+mod pop;
+mod push;
+mod txn;
+
+use crate::error::ApiError;
+use crate::shard::Shard;
+use shards::http::{Method, Request, Response};
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+
+/// The shard's request handler.
+#[derive(Debug)]
+pub struct Router {
+    /// The shard serving the requests.
+    shard: Rc<Shard>,
+}
+
+impl Router {
+    /// A router for `shard`.
+    pub fn new(shard: Rc<Shard>) -> Router {
+        Router { shard }
+    }
+}
+
+impl shards::listen::Handler for Router {
+    fn handle(&self, req: Request) -> Pin<Box<dyn Future<Output = Response>>> {
+        let shard = self.shard.clone();
+        Box::pin(async move {
+            route(&shard, req)
+                .await
+                .unwrap_or_else(ApiError::into_response)
+        })
+    }
+}
+
+/// Finds the endpoint for `req` and runs it.
+async fn route(shard: &Rc<Shard>, req: Request) -> Result<Response, ApiError> {
+    let segs = req
+        .segments()
+        .map_err(|e| ApiError::BadRequest(format!("bad path: {e}")))?;
+    let s: Vec<&str> = segs.iter().map(String::as_str).collect();
+    use Method::*;
+    match (&req.method, s.as_slice()) {
+        (Get, ["health"]) => health::handle(shard).await,
+        (Post, ["api", "v1", "configure"]) => configure::handle(shard, &req).await,
+        (Post, ["api", "v1", "push"]) => push::handle(shard, &req).await,
+        (Get, ["api", "v1", "pop", "queue", q]) => {
+            pop::handle(shard, &req, pop::Scope::queue(q)).await
+        }
+        (Get, ["api", "v1", "pop", "queue", q, "partition", p]) => {
+            pop::handle(shard, &req, pop::Scope::partition(q, p)).await
+        }
+        (Get, ["api", "v1", "pop"]) => pop::handle(shard, &req, pop::Scope::discovery(&req)).await,
+        (Post, ["api", "v1", "ack"]) => ack::handle_one(shard, &req).await,
+        (Post, ["api", "v1", "ack", "batch"]) => ack::handle_batch(shard, &req).await,
+        (Post, ["api", "v1", "lease", id, "extend"]) => lease::handle(shard, &req, id).await,
+        (Post, ["api", "v1", "transaction"]) => txn::handle(shard, &req).await,
+        (Get, ["api", "v1", "dlq"]) => dlq::handle(shard, &req).await,
+        (_, path) if known_path(path) => Err(ApiError::MethodNotAllowed),
+        _ => Err(ApiError::NoSuchRoute),
+    }
+}
+
+/// Whether some method serves `path` (to tell 405 from 404).
+fn known_path(s: &[&str]) -> bool {
+    matches!(
+        s,
+        ["health"]
+            | ["api", "v1", "configure"]
+            | ["api", "v1", "push"]
+            | ["api", "v1", "pop"]
+            | ["api", "v1", "pop", "queue", _]
+            | ["api", "v1", "pop", "queue", _, "partition", _]
+            | ["api", "v1", "ack"]
+            | ["api", "v1", "ack", "batch"]
+            | ["api", "v1", "lease", _, "extend"]
+            | ["api", "v1", "transaction"]
+            | ["api", "v1", "dlq"]
+    )
+}
+
+/// A 200 JSON answer.
+pub fn ok_json(v: &serde_json::Value) -> Response {
+    json(200, v)
+}
+
+/// A JSON answer with `status`.
+pub fn json(status: u16, v: &serde_json::Value) -> Response {
+    Response::json(status, v.to_string().into_bytes())
+}

@@ -1,0 +1,261 @@
+//! The three pop forms (http-api.md §4) and long polling (semantics.md §6).
+//!
+//! One attempt is one `queen.pop` call (claim + read in one transaction).
+//! With `wait=true` an empty attempt parks the request on its shard, holding
+//! no connection, until the first of: a `pushed` notice for the queue (from
+//! any shard, via the mesh thread), the backoff recheck timer (the fallback
+//! when a notice is lost), the deadline, or shutdown. The generation of the
+//! queue's signal is read before each attempt, so a push that commits during
+//! the attempt triggers an immediate retry instead of a lost wake-up.
+
+use super::{ok_json, params};
+use crate::config::SubscriptionDefault;
+use crate::error::ApiError;
+use crate::ids::uuid_v7;
+use crate::shard::{Shard, DEFAULT_TENANT};
+use crate::store::Proc;
+use futures_lite::future::or;
+use serde_json::{json, Value};
+use shards::http::{Request, Response};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+/// The group a pop without `consumerGroup` uses.
+pub const QUEUE_MODE: &str = "__QUEUE_MODE__";
+/// Largest `batch` accepted.
+const MAX_BATCH: i64 = 10_000;
+/// Largest long-poll `timeout` accepted, in ms (one hour).
+const MAX_TIMEOUT_MS: i64 = 3_600_000;
+/// Longest `leaseSeconds` accepted (one week).
+const MAX_LEASE_SECONDS: i64 = 7 * 86_400;
+/// Most partitions one pop may claim.
+const MAX_PARTITIONS: i64 = 64;
+
+/// Which partitions a pop may claim.
+#[derive(Debug)]
+pub struct Scope {
+    queue: Option<String>,
+    partition: Option<String>,
+    namespace: Option<String>,
+    task: Option<String>,
+}
+
+impl Scope {
+    /// Any partition of `queue`.
+    pub fn queue(q: &str) -> Scope {
+        Scope {
+            queue: Some(q.into()),
+            partition: None,
+            namespace: None,
+            task: None,
+        }
+    }
+    /// Exactly one partition.
+    pub fn partition(q: &str, p: &str) -> Scope {
+        Scope {
+            queue: Some(q.into()),
+            partition: Some(p.into()),
+            namespace: None,
+            task: None,
+        }
+    }
+    /// Every queue matching `namespace`/`task` from the query.
+    pub fn discovery(req: &Request) -> Scope {
+        let nonempty = |n: &str| req.query_param(n).filter(|s| !s.is_empty());
+        Scope {
+            queue: None,
+            partition: None,
+            namespace: nonempty("namespace"),
+            task: nonempty("task"),
+        }
+    }
+}
+
+/// A parsed pop request.
+#[derive(Debug)]
+struct PopRequest {
+    arg: Value,
+    group: String,
+    auto_ack: bool,
+    wait: bool,
+    timeout: Duration,
+}
+
+fn parse(shard: &Shard, req: &Request, scope: Scope) -> Result<PopRequest, ApiError> {
+    let cfg = &shard.cfg.pop;
+    let batch = params::int_in(req, "batch", 1, MAX_BATCH)?.unwrap_or(cfg.default_batch as i64);
+    let partitions = match (
+        &scope.partition,
+        req.query_param("partitions")
+            .and_then(|p| p.trim().parse::<i64>().ok()),
+    ) {
+        (Some(_), _) | (None, None) => 1,
+        (None, Some(n)) => n.clamp(1, MAX_PARTITIONS),
+    };
+    let timeout_ms =
+        params::int_in(req, "timeout", 0, MAX_TIMEOUT_MS)?.unwrap_or(cfg.default_timeout_ms as i64);
+    let lease = params::int_in(req, "leaseSeconds", 1, MAX_LEASE_SECONDS)?;
+    let group = req
+        .query_param("consumerGroup")
+        .filter(|g| !g.is_empty())
+        .unwrap_or_else(|| QUEUE_MODE.into());
+    params::check_group(&group)?;
+    let auto_ack = params::flag(req, "autoAck");
+    if auto_ack && params::flag(req, "conflation") {
+        return Err(ApiError::BadRequest(
+            "conflation cannot be combined with autoAck=true".into(),
+        ));
+    }
+    let (mode, from) = subscription(req, &group, cfg.default_subscription)?;
+    for (label, v) in [("queue", &scope.queue), ("partition", &scope.partition)] {
+        if let Some(v) = v {
+            params::check_name(v, label)?;
+        }
+    }
+    let arg = json!({
+        "tenant": DEFAULT_TENANT,
+        "queue": scope.queue, "partition": scope.partition,
+        "namespace": scope.namespace, "task": scope.task,
+        "group": group, "batch": batch, "partitions": partitions,
+        "leaseSeconds": lease, "autoAck": auto_ack,
+        "subMode": mode, "subFrom": from, "leaseId": Value::Null,
+    });
+    Ok(PopRequest {
+        arg,
+        group,
+        auto_ack,
+        wait: params::flag(req, "wait"),
+        timeout: Duration::from_millis(timeout_ms as u64),
+    })
+}
+
+/// Where a new named group starts: (`all`|`new`|`timestamp`, the timestamp).
+fn subscription(
+    req: &Request,
+    group: &str,
+    default: SubscriptionDefault,
+) -> Result<(&'static str, Option<String>), ApiError> {
+    if group == QUEUE_MODE {
+        return Ok(("all", None));
+    }
+    if let Some(from) = req
+        .query_param("subscriptionFrom")
+        .filter(|s| !s.is_empty())
+    {
+        if from.eq_ignore_ascii_case("now") {
+            return Ok(("new", None));
+        }
+        if !looks_like_timestamp(&from) {
+            return Err(ApiError::BadRequest(
+                "subscriptionFrom must be \"now\" or an ISO-8601 timestamp".into(),
+            ));
+        }
+        return Ok(("timestamp", Some(from)));
+    }
+    Ok(
+        match req
+            .query_param("subscriptionMode")
+            .map(|m| m.to_ascii_lowercase())
+        {
+            Some(m) if matches!(m.as_str(), "new" | "new-only" | "new_only" | "newonly") => {
+                ("new", None)
+            }
+            Some(_) => ("all", None),
+            None if default == SubscriptionDefault::New => ("new", None),
+            None => ("all", None),
+        },
+    )
+}
+
+/// `YYYY-MM-DD` followed by nothing or `T`/space and a time; PostgreSQL parses the rest.
+fn looks_like_timestamp(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.len() >= 10
+        && b[..4].iter().all(u8::is_ascii_digit)
+        && b[4] == b'-'
+        && b[5..7].iter().all(u8::is_ascii_digit)
+        && b[7] == b'-'
+        && b[8..10].iter().all(u8::is_ascii_digit)
+        && (b.len() == 10 || b[10] == b'T' || b[10] == b' ')
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-:.+ TZ".contains(c))
+}
+
+/// Handles the three pop forms.
+pub async fn handle(shard: &Rc<Shard>, req: &Request, scope: Scope) -> Result<Response, ApiError> {
+    let deadline = Instant::now();
+    let mut pop = parse(shard, req, scope)?;
+    let deadline = deadline + pop.timeout;
+    let signal = shard.waiters.signal(pop.arg["queue"].as_str());
+    let cfg = &shard.cfg.pop;
+    let mut interval = Duration::from_millis(cfg.wait_initial_ms);
+    let mut empties = 0u32;
+    loop {
+        let generation = signal.generation();
+        pop.arg["leaseId"] = Value::String(uuid_v7());
+        let result = shard.db.call(Proc::Pop, pop.arg.clone()).await?;
+        if let Some(resp) = answer(&pop, result) {
+            return Ok(resp);
+        }
+        let now = Instant::now();
+        if !pop.wait || now >= deadline || shard.stopping.is_fired() {
+            return Ok(Response::no_content());
+        }
+        let nap = interval.min(deadline - now);
+        or(
+            or(signal.changed(generation), glommio::timer::sleep(nap)),
+            shard.stopping.wait(),
+        )
+        .await;
+        empties += 1;
+        if empties >= cfg.wait_backoff_threshold {
+            let next = interval.as_secs_f64() * cfg.wait_backoff_multiplier;
+            interval = Duration::from_secs_f64(next).min(Duration::from_millis(cfg.wait_max_ms));
+        }
+    }
+}
+
+/// Shapes a non-empty result into the §4 answer; `None` when empty.
+fn answer(pop: &PopRequest, mut r: Value) -> Option<Response> {
+    let lease = if pop.auto_ack {
+        String::new()
+    } else {
+        pop.arg["leaseId"].as_str().unwrap_or("").to_string()
+    };
+    let mut messages = match r.get_mut("messages").map(Value::take) {
+        Some(Value::Array(m)) if !m.is_empty() => m,
+        _ => return None,
+    };
+    for m in &mut messages {
+        if let Value::Object(o) = m {
+            o.remove("isEncrypted");
+            o.insert("leaseId".into(), Value::String(lease.clone()));
+            o.insert("consumerGroup".into(), Value::String(pop.group.clone()));
+        }
+    }
+    let first = &messages[0];
+    let body = json!({
+        "success": true,
+        "queue": first.get("queue").cloned().unwrap_or(Value::Null),
+        "partition": first.get("partition").cloned().unwrap_or(Value::Null),
+        "partitionId": first.get("partitionId").cloned().unwrap_or(Value::Null),
+        "leaseId": lease,
+        "consumerGroup": pop.group,
+        "partitionsClaimed": r.get("partitionsClaimed").cloned().unwrap_or(json!(1)),
+        "messages": messages,
+    });
+    Some(ok_json(&body))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::looks_like_timestamp;
+
+    #[test]
+    fn timestamps() {
+        assert!(looks_like_timestamp("2025-01-31T12:34:56.123456Z"));
+        assert!(looks_like_timestamp("2025-01-31"));
+        assert!(!looks_like_timestamp("yesterday"));
+        assert!(!looks_like_timestamp("2025-01-31T00:00:00'; drop"));
+    }
+}

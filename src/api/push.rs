@@ -1,0 +1,127 @@
+//! `POST /api/v1/push` (http-api.md §3): validates every item, mints ids,
+//! and hands the request to the shard's push lane, which fuses it with its
+//! neighbours into one transaction and answers it from its own slice.
+//!
+//! Any invalid item rejects the whole request with a 400 naming the field,
+//! before anything reaches PostgreSQL.
+
+use super::{json, params};
+use crate::error::ApiError;
+use crate::ids::uuid_v7;
+use crate::shard::{Shard, DEFAULT_TENANT};
+use crate::store::StoreError;
+use serde_json::{json, Map, Value};
+use shards::http::{Request, Response};
+use std::rc::Rc;
+
+/// Name of the partition an item without one goes to.
+pub const DEFAULT_PARTITION: &str = "Default";
+
+/// One validated item, as `queen.push_batch` takes it.
+pub fn stored_item(item: &Value, index: usize) -> Result<Value, ApiError> {
+    let Value::Object(m) = item else {
+        return Err(ApiError::BadRequest(format!(
+            "items[{index}] must be an object"
+        )));
+    };
+    let queue = match m.get("queue") {
+        Some(Value::String(q)) => q.as_str(),
+        _ => return Err(ApiError::BadRequest("Queue must be a string".into())),
+    };
+    params::check_name(queue, "queue")?;
+    let partition = match m.get("partition") {
+        None | Some(Value::Null) => DEFAULT_PARTITION,
+        Some(Value::String(p)) => p.as_str(),
+        Some(_) => return Err(ApiError::BadRequest("Partition must be a string".into())),
+    };
+    params::check_name(partition, "partition")?;
+    let id = uuid_v7();
+    let txid = match m.get("transactionId") {
+        None | Some(Value::Null) => id.clone(),
+        Some(Value::String(t)) if t.is_empty() => id.clone(),
+        Some(Value::String(t)) => {
+            if t.len() > 512 || t.contains('\0') {
+                return Err(ApiError::BadRequest(
+                    "TransactionId must be at most 512 bytes without \\u0000".into(),
+                ));
+            }
+            t.clone()
+        }
+        Some(_) => {
+            return Err(ApiError::BadRequest(
+                "TransactionId must be a string".into(),
+            ))
+        }
+    };
+    let trace = match m.get("traceId") {
+        None | Some(Value::Null) => Value::Null,
+        Some(Value::String(t)) if params::is_uuid(t) => Value::String(t.clone()),
+        Some(Value::String(_)) => {
+            return Err(ApiError::BadRequest("TraceId must be a UUID".into()))
+        }
+        Some(_) => return Err(ApiError::BadRequest("TraceId must be a string".into())),
+    };
+    let payload = m
+        .get("payload")
+        .cloned()
+        .unwrap_or_else(|| Value::Object(Map::new()));
+    params::check_storable(&payload, "payload")?;
+    Ok(json!({
+        "queue": queue, "partition": partition, "id": id, "txid": txid, "traceId": trace,
+        "payload": payload, "encrypted": false, "sub": Value::Null,
+    }))
+}
+
+/// Validates a list of raw items.
+pub fn stored_items(items: &[Value]) -> Result<Vec<Value>, ApiError> {
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, it)| stored_item(it, i))
+        .collect()
+}
+
+/// Handles `POST /api/v1/push`.
+pub async fn handle(shard: &Rc<Shard>, req: &Request) -> Result<Response, ApiError> {
+    let body = params::object_body(req)?;
+    let Some(Value::Array(raw)) = body.get("items") else {
+        return Err(ApiError::BadRequest("items array is required".into()));
+    };
+    if raw.is_empty() {
+        return Ok(json(201, &json!([])));
+    }
+    let items = stored_items(raw)?;
+    let echo: Vec<(String, String, Value)> = items
+        .iter()
+        .map(|i| {
+            (
+                i["queue"].as_str().unwrap_or("").to_string(),
+                i["partition"].as_str().unwrap_or("").to_string(),
+                i["txid"].clone(),
+            )
+        })
+        .collect();
+    let results = match shard.lane(DEFAULT_TENANT).push(items).await {
+        Ok(r) => r,
+        Err(StoreError::Db(m)) => return Err(ApiError::Internal(m)),
+        Err(e) => return Err(e.into()),
+    };
+    let out: Vec<Value> = results
+        .into_iter()
+        .zip(echo)
+        .enumerate()
+        .map(|(index, (r, (queue, partition, txid)))| {
+            json!({
+                "index": index,
+                "transaction_id": txid,
+                "message_id": r.get("message_id").cloned().unwrap_or(Value::Null),
+                "status": r.get("status").cloned().unwrap_or(Value::Null),
+                "partition_id": r.get("partition_id").cloned().unwrap_or(Value::Null),
+                "trace_id": r.get("trace_id").cloned().unwrap_or(Value::Null),
+                "queue": queue,
+                "partition": partition,
+            })
+        })
+        .collect();
+    Ok(json(201, &Value::Array(out)))
+}

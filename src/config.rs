@@ -1,0 +1,420 @@
+//! Boot configuration: every environment variable the broker reads, parsed once
+//! in `main` and validated before any thread starts. Shards get an immutable
+//! copy (`Rc<Config>` built from a clone); nothing reads the environment later.
+//!
+//! Parsing rules (config.md): booleans accept `true/false, 1/0, yes/no, on/off`
+//! and anything else is fatal; integers that do not parse are fatal too (the
+//! spec prefers refusing over silently defaulting, "(inferred)"); an empty
+//! string is "unset" for numbers and booleans. Every setting here needs a
+//! restart to change.
+
+use std::fmt;
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+/// HTTP port when `PORT` is unset (the Queen default).
+pub const DEFAULT_PORT: u16 = 6632;
+/// Largest request body accepted, in bytes (64 MiB, as the later broker).
+pub const DEFAULT_MAX_BODY_BYTES: usize = 64 << 20;
+/// PostgreSQL connections of the request DB thread group when `DB_POOL_SIZE`
+/// is unset. One connection per DB thread; 16 keeps enough commits in flight
+/// for PostgreSQL's group commit on a small box while leaving room under the
+/// 25-connection budget for the service jobs added later.
+pub const DEFAULT_DB_POOL_SIZE: usize = 16;
+/// Jobs that may wait for a DB thread before shards answer 503. Sized so a
+/// burst from every connection of a busy broker fits (jobs are fused batches).
+pub const DEFAULT_DB_QUEUE_DEPTH: usize = 4096;
+/// Long-poll budget in ms when a pop says `wait=true` without `timeout`.
+pub const DEFAULT_POP_TIMEOUT_MS: u64 = 30_000;
+/// Pop batch when the request has none (1.x brokers use 200; the 1.3.0 client omits it).
+pub const DEFAULT_POP_BATCH: u32 = 200;
+
+/// Where a new named consumer group starts when its first pop names no mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SubscriptionDefault {
+    /// From the oldest retained message (the default; see semantics.md §4).
+    All,
+    /// Only messages created after the group registers.
+    New,
+}
+
+/// The whole boot configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// HTTP listener address (`QUEEN_BIND_ADDR` or `HOST`, and `PORT`).
+    pub http_addr: SocketAddr,
+    /// Number of shards (`NUM_WORKERS`; default: usable cores).
+    pub nr_shards: usize,
+    /// Name reported by `/health` (`WORKER_ID`).
+    pub worker_id: String,
+    /// Broker identity for the mesh and logs (`QUEEN_SERVER_ID`, default `hostname:PORT`).
+    pub server_id: String,
+    /// Largest accepted request body (`QUEEN_MAX_BODY_BYTES`).
+    pub max_body_bytes: usize,
+    /// Log level (`LOG_LEVEL`).
+    pub log_level: log::LevelFilter,
+    /// PostgreSQL connection settings.
+    pub pg: PgConfig,
+    /// DB thread count = PostgreSQL connections of the request group (`DB_POOL_SIZE`).
+    pub db_pool_size: usize,
+    /// Bound of the shard → DB job queue.
+    pub db_queue_depth: usize,
+    /// Apply `sql/` at boot (`QUEEN_APPLY_SCHEMA`).
+    pub apply_schema: bool,
+    /// Long-poll settings.
+    pub pop: PopConfig,
+    /// Spool directory (`FILE_BUFFER_DIR`); used by the spool (later issue).
+    pub file_buffer_dir: String,
+}
+
+/// PostgreSQL connection settings (`PG_*`, `DB_*`).
+#[derive(Clone)]
+pub struct PgConfig {
+    /// `PG_HOST`.
+    pub host: String,
+    /// `PG_PORT`.
+    pub port: u16,
+    /// `PG_USER`.
+    pub user: String,
+    /// `PG_PASSWORD` (secret: never logged, see the `Debug` impl).
+    pub password: String,
+    /// `PG_DATABASE`, else `PG_DB`.
+    pub dbname: String,
+    /// `DB_CONNECTION_TIMEOUT` (connect and pool checkout).
+    pub connect_timeout: Duration,
+    /// `DB_STATEMENT_TIMEOUT`.
+    pub statement_timeout_ms: u64,
+    /// `DB_LOCK_TIMEOUT`.
+    pub lock_timeout_ms: u64,
+}
+
+impl fmt::Debug for PgConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PgConfig")
+            .field("host", &self.host)
+            .field("port", &self.port)
+            .field("user", &self.user)
+            .field("password", &secret_label(&self.password))
+            .field("dbname", &self.dbname)
+            .finish()
+    }
+}
+
+/// Long-poll and pop defaults (`DEFAULT_*`, `POP_WAIT_*`).
+#[derive(Debug, Clone)]
+pub struct PopConfig {
+    /// `DEFAULT_TIMEOUT` ms.
+    pub default_timeout_ms: u64,
+    /// Batch when absent.
+    pub default_batch: u32,
+    /// `DEFAULT_SUBSCRIPTION_MODE`.
+    pub default_subscription: SubscriptionDefault,
+    /// `POP_WAIT_INITIAL_INTERVAL_MS`.
+    pub wait_initial_ms: u64,
+    /// `POP_WAIT_BACKOFF_THRESHOLD`.
+    pub wait_backoff_threshold: u32,
+    /// `POP_WAIT_BACKOFF_MULTIPLIER`.
+    pub wait_backoff_multiplier: f64,
+    /// `POP_WAIT_MAX_INTERVAL_MS`.
+    pub wait_max_ms: u64,
+}
+
+/// A configuration that cannot boot: one line naming the variable.
+#[derive(Debug)]
+pub struct ConfigError {
+    /// The variable at fault.
+    pub var: &'static str,
+    /// What is wrong with it.
+    pub reason: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "invalid configuration: {}: {}", self.var, self.reason)
+    }
+}
+
+/// Shows a secret as `<unset>` or `<set:N chars>`.
+pub fn secret_label(s: &str) -> String {
+    if s.is_empty() {
+        "<unset>".into()
+    } else {
+        format!("<set:{} chars>", s.chars().count())
+    }
+}
+
+/// Reads variables through a lookup function so tests need not touch the
+/// process environment.
+struct Env<'a>(&'a dyn Fn(&str) -> Option<String>);
+
+impl Env<'_> {
+    fn string(&self, var: &str) -> Option<String> {
+        (self.0)(var)
+    }
+    fn non_empty(&self, var: &str) -> Option<String> {
+        self.string(var).filter(|s| !s.trim().is_empty())
+    }
+    fn parse<T: std::str::FromStr>(&self, var: &'static str, default: T) -> Result<T, ConfigError> {
+        match self.non_empty(var) {
+            None => Ok(default),
+            Some(v) => v.trim().parse().map_err(|_| ConfigError {
+                var,
+                reason: format!("{v:?} is not a valid number"),
+            }),
+        }
+    }
+    fn bool(&self, var: &'static str, default: bool) -> Result<bool, ConfigError> {
+        match self.non_empty(var) {
+            None => Ok(default),
+            Some(v) => match v.trim().to_ascii_lowercase().as_str() {
+                "true" | "1" | "yes" | "on" => Ok(true),
+                "false" | "0" | "no" | "off" => Ok(false),
+                _ => Err(ConfigError {
+                    var,
+                    reason: format!("{v:?} is not a boolean (use true/false, 1/0, yes/no, on/off)"),
+                }),
+            },
+        }
+    }
+}
+
+impl Config {
+    /// Builds the configuration from the process environment.
+    pub fn from_env() -> Result<Config, ConfigError> {
+        Config::from_lookup(&|k| std::env::var(k).ok())
+    }
+
+    /// Builds the configuration from any variable lookup.
+    pub fn from_lookup(lookup: &dyn Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
+        let env = Env(lookup);
+        let port: u16 = env.parse("PORT", DEFAULT_PORT)?;
+        let (bind_var, bind) = match env.string("QUEEN_BIND_ADDR") {
+            Some(v) => ("QUEEN_BIND_ADDR", v),
+            None => (
+                "HOST",
+                env.string("HOST").unwrap_or_else(|| "0.0.0.0".into()),
+            ),
+        };
+        let http_addr = SocketAddr::new(parse_bind_host(bind_var, &bind)?, port);
+        let nr_shards = env.parse("NUM_WORKERS", shards::pool::usable_cores())?;
+        if nr_shards == 0 || nr_shards > 256 {
+            return Err(ConfigError {
+                var: "NUM_WORKERS",
+                reason: format!("{nr_shards} is outside 1..=256"),
+            });
+        }
+        let db_pool_size = env.parse("DB_POOL_SIZE", DEFAULT_DB_POOL_SIZE)?;
+        if db_pool_size == 0 || db_pool_size > 1000 {
+            return Err(ConfigError {
+                var: "DB_POOL_SIZE",
+                reason: format!("{db_pool_size} is outside 1..=1000"),
+            });
+        }
+        let max_body_bytes = env.parse("QUEEN_MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES)?;
+        if max_body_bytes < 1024 {
+            return Err(ConfigError {
+                var: "QUEEN_MAX_BODY_BYTES",
+                reason: "must be at least 1024".into(),
+            });
+        }
+        let log_level =
+            parse_log_level(&env.non_empty("LOG_LEVEL").unwrap_or_else(|| "info".into()))?;
+        let hostname = hostname();
+        let pg = PgConfig {
+            host: env
+                .non_empty("PG_HOST")
+                .unwrap_or_else(|| "localhost".into()),
+            port: env.parse("PG_PORT", 5432)?,
+            user: env
+                .non_empty("PG_USER")
+                .unwrap_or_else(|| "postgres".into()),
+            password: env
+                .string("PG_PASSWORD")
+                .unwrap_or_else(|| "postgres".into()),
+            dbname: env
+                .non_empty("PG_DATABASE")
+                .or_else(|| env.non_empty("PG_DB"))
+                .unwrap_or_else(|| "postgres".into()),
+            connect_timeout: Duration::from_millis(env.parse("DB_CONNECTION_TIMEOUT", 2000)?),
+            statement_timeout_ms: env.parse("DB_STATEMENT_TIMEOUT", 30_000)?,
+            lock_timeout_ms: env.parse("DB_LOCK_TIMEOUT", 10_000)?,
+        };
+        let pop = PopConfig {
+            default_timeout_ms: env.parse(
+                "DEFAULT_TIMEOUT",
+                env.parse("POP_DEFAULT_TIMEOUT_MS", DEFAULT_POP_TIMEOUT_MS)?,
+            )?,
+            default_batch: DEFAULT_POP_BATCH,
+            default_subscription: match env
+                .string("DEFAULT_SUBSCRIPTION_MODE")
+                .unwrap_or_default()
+                .trim()
+                .to_ascii_lowercase()
+                .as_str()
+            {
+                "new" | "new-only" | "new_only" | "newonly" => SubscriptionDefault::New,
+                _ => SubscriptionDefault::All,
+            },
+            wait_initial_ms: env.parse("POP_WAIT_INITIAL_INTERVAL_MS", 100)?.max(1),
+            wait_backoff_threshold: env.parse("POP_WAIT_BACKOFF_THRESHOLD", 3)?,
+            wait_backoff_multiplier: env.parse("POP_WAIT_BACKOFF_MULTIPLIER", 2.0)?,
+            wait_max_ms: env.parse("POP_WAIT_MAX_INTERVAL_MS", 1000)?.max(1),
+        };
+        Ok(Config {
+            http_addr,
+            nr_shards,
+            worker_id: env
+                .non_empty("WORKER_ID")
+                .unwrap_or_else(|| "queen-rs".into()),
+            server_id: env
+                .non_empty("QUEEN_SERVER_ID")
+                .unwrap_or_else(|| format!("{hostname}:{port}")),
+            max_body_bytes,
+            log_level,
+            pg,
+            db_pool_size,
+            db_queue_depth: DEFAULT_DB_QUEUE_DEPTH,
+            apply_schema: env.bool("QUEEN_APPLY_SCHEMA", true)?,
+            pop,
+            file_buffer_dir: env
+                .non_empty("FILE_BUFFER_DIR")
+                .unwrap_or_else(|| "/var/lib/queen/buffers".into()),
+        })
+    }
+
+    /// The boot block: the effective configuration, secrets masked.
+    pub fn describe(&self) -> String {
+        format!(
+            "listen=http://{} shards={} cores={} worker_id={} server_id={} max_body={}B \
+             pg={}@{}:{}/{} password={} db_threads={} apply_schema={} pop_timeout={}ms spool_dir={}",
+            self.http_addr,
+            self.nr_shards,
+            shards::pool::usable_cores(),
+            self.worker_id,
+            self.server_id,
+            self.max_body_bytes,
+            self.pg.user,
+            self.pg.host,
+            self.pg.port,
+            self.pg.dbname,
+            secret_label(&self.pg.password),
+            self.db_pool_size,
+            self.apply_schema,
+            self.pop.default_timeout_ms,
+            self.file_buffer_dir,
+        )
+    }
+}
+
+/// `QUEEN_BIND_ADDR` rules (SEC-02): not empty, no port, IPv6 literal allowed.
+fn parse_bind_host(var: &'static str, v: &str) -> Result<IpAddr, ConfigError> {
+    let v = v.trim();
+    if v.is_empty() {
+        return Err(ConfigError {
+            var,
+            reason: "must not be empty".into(),
+        });
+    }
+    let bare = v.trim_start_matches('[').trim_end_matches(']');
+    if let Ok(ip) = bare.parse::<IpAddr>() {
+        return Ok(ip);
+    }
+    if v.parse::<SocketAddr>().is_ok()
+        || v.rsplit_once(':')
+            .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
+    {
+        return Err(ConfigError {
+            var,
+            reason: format!("{v:?} carries a port; the port comes from PORT"),
+        });
+    }
+    if v == "localhost" {
+        return Ok(IpAddr::from([127, 0, 0, 1]));
+    }
+    Err(ConfigError {
+        var,
+        reason: format!("{v:?} is not an IP address"),
+    })
+}
+
+fn parse_log_level(v: &str) -> Result<log::LevelFilter, ConfigError> {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "trace" => Ok(log::LevelFilter::Trace),
+        "debug" => Ok(log::LevelFilter::Debug),
+        "info" => Ok(log::LevelFilter::Info),
+        "warn" | "warning" => Ok(log::LevelFilter::Warn),
+        "error" => Ok(log::LevelFilter::Error),
+        other => Err(ConfigError {
+            var: "LOG_LEVEL",
+            reason: format!("{other:?} is not trace/debug/info/warn/error"),
+        }),
+    }
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "localhost".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn cfg(vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        let m: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Config::from_lookup(&move |k| m.get(k).cloned())
+    }
+
+    #[test]
+    fn defaults_boot() {
+        let c = cfg(&[]).unwrap();
+        assert_eq!(c.http_addr.port(), 6632);
+        assert_eq!(c.db_pool_size, DEFAULT_DB_POOL_SIZE);
+        assert_eq!(c.pop.default_subscription, SubscriptionDefault::All);
+    }
+
+    #[test]
+    fn bind_addr_with_port_or_empty_is_fatal() {
+        assert_eq!(
+            cfg(&[("QUEEN_BIND_ADDR", "0.0.0.0:7000")]).unwrap_err().var,
+            "QUEEN_BIND_ADDR"
+        );
+        assert_eq!(
+            cfg(&[("QUEEN_BIND_ADDR", "")]).unwrap_err().var,
+            "QUEEN_BIND_ADDR"
+        );
+        assert!(cfg(&[("QUEEN_BIND_ADDR", "::1")])
+            .unwrap()
+            .http_addr
+            .is_ipv6());
+        assert!(cfg(&[("QUEEN_BIND_ADDR", "[::1]")])
+            .unwrap()
+            .http_addr
+            .is_ipv6());
+    }
+
+    #[test]
+    fn bad_numbers_and_booleans_are_fatal() {
+        assert_eq!(cfg(&[("PORT", "abc")]).unwrap_err().var, "PORT");
+        assert_eq!(
+            cfg(&[("QUEEN_APPLY_SCHEMA", "maybe")]).unwrap_err().var,
+            "QUEEN_APPLY_SCHEMA"
+        );
+        assert_eq!(cfg(&[("NUM_WORKERS", "0")]).unwrap_err().var, "NUM_WORKERS");
+    }
+
+    #[test]
+    fn password_never_in_debug_or_describe() {
+        let c = cfg(&[("PG_PASSWORD", "hunter2secret")]).unwrap();
+        assert!(!format!("{c:?}").contains("hunter2secret"));
+        assert!(!c.describe().contains("hunter2secret"));
+        assert!(c.describe().contains("<set:13 chars>"));
+    }
+}

@@ -1,0 +1,66 @@
+//! The broker's request errors and the one function that turns them into an
+//! HTTP status and JSON body. Handlers return `Result<Response, ApiError>`
+//! and never build error bodies themselves.
+
+use crate::store::StoreError;
+use shards::http::Response;
+use std::fmt;
+
+/// Why a request failed.
+#[derive(Debug)]
+pub enum ApiError {
+    /// The request is invalid; the text names the field and what is wrong.
+    BadRequest(String),
+    /// No route has this path.
+    NoSuchRoute,
+    /// The path exists with other methods.
+    MethodNotAllowed,
+    /// PostgreSQL is unreachable or saturated; retry later.
+    Unavailable(String),
+    /// Anything else (the text is safe to show: it never holds secrets).
+    Internal(String),
+}
+
+impl ApiError {
+    fn status_code(&self) -> (u16, &'static str) {
+        match self {
+            ApiError::BadRequest(_) => (400, "bad_request"),
+            ApiError::NoSuchRoute => (404, "no_such_route"),
+            ApiError::MethodNotAllowed => (405, "method_not_allowed"),
+            ApiError::Unavailable(_) => (503, "unavailable"),
+            ApiError::Internal(_) => (500, "internal"),
+        }
+    }
+
+    /// The HTTP answer for this error.
+    pub fn into_response(self) -> Response {
+        let (status, code) = self.status_code();
+        let body = serde_json::json!({ "error": self.to_string(), "code": code });
+        let mut r = Response::json(status, body.to_string().into_bytes());
+        if status == 503 {
+            r = r.with_header("Retry-After", "1");
+        }
+        r
+    }
+}
+
+impl fmt::Display for ApiError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ApiError::BadRequest(m) | ApiError::Unavailable(m) | ApiError::Internal(m) => {
+                f.write_str(m)
+            }
+            ApiError::NoSuchRoute => f.write_str("Not found"),
+            ApiError::MethodNotAllowed => f.write_str("Method not allowed"),
+        }
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> ApiError {
+        match e {
+            StoreError::Unavailable(_) | StoreError::Busy => ApiError::Unavailable(e.to_string()),
+            StoreError::Db(m) => ApiError::Internal(m),
+        }
+    }
+}

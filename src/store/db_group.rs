@@ -1,0 +1,292 @@
+//! The DB thread group: the only threads that block on PostgreSQL.
+//!
+//! # Threads and ownership
+//! - `db-boot`: connects with backoff (one log line per failed attempt),
+//!   applies `sql/`, then sets `ready`. Until then every job is answered
+//!   `StoreError::Unavailable`, so the broker serves (`/health` 503) while
+//!   PostgreSQL is down at boot.
+//! - `db-<n>` (one per pooled connection): takes jobs from the one bounded
+//!   crossbeam queue, runs each as one round trip on a connection checked out
+//!   of the r2d2 pool, and sends the reply to the asking shard's inbox. The
+//!   inbox wakes the shard once per empty→non-empty transition.
+//!
+//! Every statement uses `query_typed` so that a job costs one round trip
+//! (no separate prepare).
+
+use super::jobs::*;
+use super::schema;
+use crate::config::Config;
+use crossbeam_channel::{Receiver, Sender};
+use postgres::types::{to_sql_checked, IsNull, ToSql, Type};
+use postgres::NoTls;
+use r2d2_postgres::PostgresConnectionManager;
+use serde_json::Value;
+use shards::inbox::InboxSender;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+type Pool = r2d2::Pool<PostgresConnectionManager<NoTls>>;
+
+/// The running DB thread group.
+#[derive(Debug)]
+pub struct DbGroup {
+    /// Worker threads; they end when every job sender is dropped.
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl DbGroup {
+    /// Starts the boot thread and `cfg.db_pool_size` DB threads. Returns the
+    /// group and the job sender the shards share.
+    pub fn start(
+        cfg: &Config,
+        replies: Vec<InboxSender<ReplyEnvelope>>,
+    ) -> (DbGroup, Sender<JobEnvelope>) {
+        let (tx, rx) = crossbeam_channel::bounded::<JobEnvelope>(cfg.db_queue_depth);
+        let pg = pg_config(cfg);
+        let manager = PostgresConnectionManager::new(pg.clone(), NoTls);
+        let pool: Pool = r2d2::Pool::builder()
+            .max_size(cfg.db_pool_size as u32)
+            .min_idle(Some(0))
+            .connection_timeout(cfg.pg.connect_timeout.max(Duration::from_millis(100)))
+            // A dead connection shows up as an error on use and is dropped
+            // then; a probe query on every checkout would double round trips.
+            .test_on_check_out(false)
+            .build_unchecked(manager);
+        let ready = Arc::new(AtomicBool::new(false));
+        let replies = Arc::new(replies);
+        let mut threads = Vec::new();
+        let boot_ready = ready.clone();
+        let apply = cfg.apply_schema;
+        threads.push(
+            std::thread::Builder::new()
+                .name("db-boot".into())
+                .spawn(move || boot(pg, apply, boot_ready))
+                .expect("spawning a thread at boot"),
+        );
+        for n in 0..cfg.db_pool_size {
+            let (rx, pool, ready, replies) =
+                (rx.clone(), pool.clone(), ready.clone(), replies.clone());
+            threads.push(
+                std::thread::Builder::new()
+                    .name(format!("db-{n}"))
+                    .spawn(move || serve(rx, pool, ready, replies))
+                    .expect("spawning a thread at boot"),
+            );
+        }
+        (DbGroup { threads }, tx)
+    }
+
+    /// Waits for every DB thread to end (after every job sender is dropped).
+    pub fn join(self) {
+        for t in self.threads {
+            let _ = t.join();
+        }
+    }
+}
+
+fn pg_config(cfg: &Config) -> postgres::Config {
+    let mut pg = postgres::Config::new();
+    pg.host(&cfg.pg.host)
+        .port(cfg.pg.port)
+        .user(&cfg.pg.user)
+        .password(&cfg.pg.password)
+        .dbname(&cfg.pg.dbname)
+        .application_name("queen")
+        .connect_timeout(cfg.pg.connect_timeout)
+        .keepalives(true)
+        .keepalives_idle(Duration::from_secs(60))
+        .options(&format!(
+            "-c statement_timeout={} -c lock_timeout={}",
+            cfg.pg.statement_timeout_ms, cfg.pg.lock_timeout_ms
+        ));
+    pg
+}
+
+/// Connects and applies the schema, retrying with backoff until it works.
+fn boot(pg: postgres::Config, apply: bool, ready: Arc<AtomicBool>) {
+    let mut delay = Duration::from_millis(200);
+    let mut attempt = 1u32;
+    loop {
+        let outcome = pg
+            .connect(NoTls)
+            .map_err(|e| schema::describe(&e))
+            .and_then(|mut c| if apply { schema::apply(&mut c) } else { Ok(()) });
+        match outcome {
+            Ok(()) => {
+                log::info!(
+                    "PostgreSQL connected{} (attempt {attempt})",
+                    if apply { ", schema applied" } else { "" }
+                );
+                ready.store(true, Ordering::Release);
+                return;
+            }
+            Err(e) => {
+                log::warn!(
+                    "PostgreSQL not ready (attempt {attempt}, next in {} ms): {e}",
+                    delay.as_millis()
+                );
+                std::thread::sleep(delay);
+                delay = (delay * 2).min(Duration::from_secs(5));
+                attempt += 1;
+            }
+        }
+    }
+}
+
+fn serve(
+    rx: Receiver<JobEnvelope>,
+    pool: Pool,
+    ready: Arc<AtomicBool>,
+    replies: Arc<Vec<InboxSender<ReplyEnvelope>>>,
+) {
+    while let Ok(env) = rx.recv() {
+        let reply = if ready.load(Ordering::Acquire) {
+            run(&pool, env.job)
+        } else {
+            unavailable(env.job, "database not connected yet")
+        };
+        if let Some(inbox) = replies.get(env.shard.0) {
+            // The shard may be shutting down; a lost reply then only drops an answer nobody awaits.
+            let _ = inbox.send_blocking(ReplyEnvelope {
+                req: env.req,
+                reply,
+            });
+        }
+    }
+}
+
+fn unavailable(job: Job, why: &str) -> StoreReply {
+    job.fail(StoreError::Unavailable(why.to_string()))
+}
+
+fn run(pool: &Pool, job: Job) -> StoreReply {
+    let mut conn = match pool.get() {
+        Ok(c) => c,
+        Err(e) => return unavailable(job, &e.to_string()),
+    };
+    match job {
+        Job::Health => StoreReply::Value(
+            conn.simple_query("SELECT 1")
+                .map(|_| Value::Null)
+                .map_err(classify),
+        ),
+        Job::Call { proc, arg } => StoreReply::Value(
+            conn.query_typed(proc.sql(), &[(&arg, Type::JSONB)])
+                .map_err(classify)
+                .and_then(|rows| {
+                    rows.first()
+                        .map(|r| r.get::<_, Value>(0))
+                        .ok_or_else(|| StoreError::Db("no result row".into()))
+                }),
+        ),
+        Job::PushBatch {
+            tenant,
+            items,
+            counts,
+        } => StoreReply::Push(push_batch(&mut conn, &tenant, &items, &counts)),
+    }
+}
+
+/// Runs a fused push batch; on a non-connection failure retries request by
+/// request so that the bad one fails alone and its neighbours succeed.
+fn push_batch(
+    c: &mut postgres::Client,
+    tenant: &str,
+    items: &[Value],
+    counts: &[usize],
+) -> Vec<Result<Vec<Value>, StoreError>> {
+    match push_call(c, tenant, items) {
+        Ok(results) => split(results, counts),
+        Err(StoreError::Db(_)) if counts.len() > 1 => {
+            let mut out = Vec::with_capacity(counts.len());
+            let mut at = 0;
+            for &n in counts {
+                out.push(push_call(c, tenant, &items[at..at + n]));
+                at += n;
+            }
+            out
+        }
+        Err(e) => counts.iter().map(|_| Err(e.clone())).collect(),
+    }
+}
+
+fn split(results: Vec<Value>, counts: &[usize]) -> Vec<Result<Vec<Value>, StoreError>> {
+    let mut it = results.into_iter();
+    counts
+        .iter()
+        .map(|&n| Ok(it.by_ref().take(n).collect()))
+        .collect()
+}
+
+fn push_call(
+    c: &mut postgres::Client,
+    tenant: &str,
+    items: &[Value],
+) -> Result<Vec<Value>, StoreError> {
+    let arg = PushArg { tenant, items };
+    let rows = c
+        .query_typed("SELECT queen.push_batch($1::jsonb)", &[(&arg, Type::JSONB)])
+        .map_err(classify)?;
+    let v: Value = rows
+        .first()
+        .map(|r| r.get(0))
+        .ok_or_else(|| StoreError::Db("no result row".into()))?;
+    match v {
+        Value::Array(a) if a.len() == items.len() => Ok(a),
+        other => Err(StoreError::Db(format!(
+            "push_batch returned an unexpected shape: {}",
+            short(&other)
+        ))),
+    }
+}
+
+fn short(v: &Value) -> String {
+    let s = v.to_string();
+    s.chars().take(200).collect()
+}
+
+/// Tells a lost connection (spool-worthy) from an error PostgreSQL raised.
+fn classify(e: postgres::Error) -> StoreError {
+    if e.is_closed() {
+        return StoreError::Unavailable(e.to_string());
+    }
+    match e.code() {
+        Some(code) => {
+            let c = code.code();
+            if c.starts_with("08") || c == "57P01" || c == "57P02" || c == "57P03" {
+                StoreError::Unavailable(schema::describe(&e))
+            } else {
+                StoreError::Db(schema::describe(&e))
+            }
+        }
+        None => StoreError::Unavailable(e.to_string()),
+    }
+}
+
+/// The push procedure's argument, serialised straight from borrowed items so
+/// a retry of one request's slice needs no copy of the payloads.
+#[derive(Debug, serde::Serialize)]
+struct PushArg<'a> {
+    tenant: &'a str,
+    items: &'a [Value],
+}
+
+impl ToSql for PushArg<'_> {
+    fn to_sql(
+        &self,
+        _: &Type,
+        out: &mut bytes::BytesMut,
+    ) -> Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
+        use bytes::BufMut;
+        out.put_u8(1); // jsonb binary format version
+        let mut w = out.writer();
+        serde_json::to_writer(&mut w, self)?;
+        Ok(IsNull::No)
+    }
+    fn accepts(ty: &Type) -> bool {
+        *ty == Type::JSONB
+    }
+    to_sql_checked!();
+}

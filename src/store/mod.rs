@@ -1,0 +1,12 @@
+//! Everything that talks to PostgreSQL. Only the DB thread group (`db_group`)
+//! runs this code; shards reach it by sending a typed [`Job`] and awaiting the
+//! id-tagged reply (see `crate::shard::dbcall`).
+//!
+//! Every request is one round trip: the SQL procedures in `sql/` take one
+//! jsonb argument and return one jsonb result (contracts in `sql/README.md`).
+
+pub mod db_group;
+pub mod jobs;
+pub mod schema;
+
+pub use jobs::{Job, JobEnvelope, Proc, ReplyEnvelope, RequestId, StoreError, StoreReply};

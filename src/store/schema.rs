@@ -1,0 +1,48 @@
+//! Applies the numbered files of `sql/` (embedded in the binary) at boot,
+//! under a session advisory lock so that several brokers booting at once
+//! apply them one after the other. Every file is idempotent, so a reused
+//! data directory upgrades by running them all again.
+
+use postgres::Client;
+
+/// Advisory lock key held while the schema is applied (an arbitrary constant
+/// of ours, distinct from the background-job keys).
+const SCHEMA_LOCK_KEY: i64 = 737_000;
+
+/// The files of `sql/`, in order.
+const FILES: &[(&str, &str)] = &[
+    ("001_schema.sql", include_str!("../../sql/001_schema.sql")),
+    ("002_push.sql", include_str!("../../sql/002_push.sql")),
+    ("003_pop.sql", include_str!("../../sql/003_pop.sql")),
+    ("004_ack.sql", include_str!("../../sql/004_ack.sql")),
+    (
+        "005_transaction.sql",
+        include_str!("../../sql/005_transaction.sql"),
+    ),
+    ("006_dlq.sql", include_str!("../../sql/006_dlq.sql")),
+];
+
+/// Applies every file; returns the name of the file that failed with the error.
+pub fn apply(client: &mut Client) -> Result<(), String> {
+    client
+        .execute("SELECT pg_advisory_lock($1)", &[&SCHEMA_LOCK_KEY])
+        .map_err(|e| format!("schema lock: {e}"))?;
+    let mut result = Ok(());
+    for (name, sql) in FILES {
+        if let Err(e) = client.batch_execute(sql) {
+            result = Err(format!("{name}: {}", describe(&e)));
+            break;
+        }
+    }
+    let _ = client.execute("SELECT pg_advisory_unlock($1)", &[&SCHEMA_LOCK_KEY]);
+    result
+}
+
+/// PostgreSQL's own message for an error (the `Display` of `postgres::Error`
+/// only says "db error").
+pub fn describe(e: &postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => db.message().to_string(),
+        None => e.to_string(),
+    }
+}
