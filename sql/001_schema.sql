@@ -70,7 +70,7 @@ CREATE TABLE IF NOT EXISTS queen.messages (
     id             uuid PRIMARY KEY,
     transaction_id text NOT NULL,
     trace_id       uuid,
-    partition_id   uuid NOT NULL REFERENCES queen.partitions(id) ON DELETE CASCADE,
+    partition_id   uuid NOT NULL,  -- cascade from partitions by trigger (see below)
     payload        jsonb NOT NULL,
     created_at     timestamptz NOT NULL DEFAULT now(),
     is_encrypted   boolean NOT NULL DEFAULT false,
@@ -79,6 +79,43 @@ CREATE TABLE IF NOT EXISTS queen.messages (
 );
 CREATE INDEX IF NOT EXISTS messages_partition_pos_idx ON queen.messages (partition_id, created_at, id);
 CREATE INDEX IF NOT EXISTS messages_trace_idx ON queen.messages (trace_id) WHERE trace_id IS NOT NULL;
+
+-- messages.partition_id -> partitions ON DELETE CASCADE is implemented by a statement-level
+-- trigger instead of a foreign key: the per-row RI check roughly doubled the cost of a push
+-- (about 30 us per message on the reference box). Push never inserts for a partition whose
+-- partition_lookup row it has not locked (a concurrent partition delete waits for that lock
+-- through the lookup's own FK cascade, then this trigger removes the messages), so no orphan
+-- can appear.
+DO $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_constraint
+                WHERE conrelid = 'queen.messages'::regclass AND contype = 'f'
+                  AND confrelid = 'queen.partitions'::regclass) THEN
+        EXECUTE (SELECT 'ALTER TABLE queen.messages DROP CONSTRAINT ' || quote_ident(conname)
+                   FROM pg_constraint
+                  WHERE conrelid = 'queen.messages'::regclass AND contype = 'f'
+                    AND confrelid = 'queen.partitions'::regclass LIMIT 1);
+    END IF;
+END $$;
+
+CREATE OR REPLACE FUNCTION queen.partitions_delete_messages() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM queen.messages m USING old_partitions o WHERE m.partition_id = o.id;
+    RETURN NULL;
+END $$;
+
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_trigger
+                    WHERE tgrelid = 'queen.partitions'::regclass
+                      AND tgname = 'partitions_delete_messages') THEN
+        CREATE TRIGGER partitions_delete_messages
+            AFTER DELETE ON queen.partitions
+            REFERENCING OLD TABLE AS old_partitions
+            FOR EACH STATEMENT EXECUTE FUNCTION queen.partitions_delete_messages();
+    END IF;
+END $$;
 
 -- Newest message per partition (one row per partition, created with the partition).
 -- Push locks these rows (FOR NO KEY UPDATE, partition-id order) to serialise appends.

@@ -119,7 +119,7 @@ END $$;
 --   items: [{queue, partition, id, txid, traceId|null, payload, encrypted, sub|null}]
 --   returns a jsonb array aligned with items:
 --     {message_id, status:"queued"|"duplicate", partition_id, queue_id, trace_id,
---      transaction_id, queue, partition}
+--      transaction_id}
 -- Append-order invariant: the partition_lookup rows of every touched partition are
 -- locked FOR NO KEY UPDATE in partition-id order, then created_at is stamped with
 -- greatest(clock_timestamp(), last_message_created_at + 1us) read AFTER the lock.
@@ -127,16 +127,18 @@ END $$;
 CREATE OR REPLACE FUNCTION queen.push_items(p_tenant uuid, p_items jsonb) RETURNS jsonb
 LANGUAGE plpgsql AS $$
 DECLARE
-    v_qn    text[];   -- distinct (queue, partition) pairs
+    a_pair  int[];    -- per item (request order): index into the pair arrays
+    -- distinct (queue, partition) pairs
+    v_qn    text[];
     v_pn    text[];
-    v_qid   uuid[];   -- resolved, aligned with v_qn/v_pn
+    v_qid   uuid[];
     v_pid   uuid[];
-    v_lpid  uuid[];   -- partitions in lock order with their stamp
+    -- locked partitions with their stamp
+    v_lpid  uuid[];
     v_lts   timestamptz[];
-    v_ins_id  uuid[];
-    v_ins_pid uuid[];
-    v_ins_ts  timestamptz[];
     v_missing int;
+    v_locked  int;
+    v_ins_id  uuid[];
     v_res   jsonb;
 BEGIN
     IF p_items IS NULL OR jsonb_typeof(p_items) <> 'array' OR jsonb_array_length(p_items) = 0 THEN
@@ -144,12 +146,24 @@ BEGIN
     END IF;
     p_tenant := coalesce(p_tenant, '00000000-0000-0000-0000-000000000001');
 
-    SELECT array_agg(s.qn), array_agg(s.pn) INTO v_qn, v_pn
-    FROM (SELECT DISTINCT i.queue AS qn, coalesce(i.partition, 'Default') AS pn
-          FROM jsonb_to_recordset(p_items) AS i(queue text, partition text)) s;
+    -- distinct (queue, partition) pairs, and per item the index of its pair.
+    -- Items are read with jsonb_array_elements + ->> in each statement (cheap); the
+    -- jsonb_to_recordset path re-parses jsonb columns through text and is much slower,
+    -- and big per-item arrays in plpgsql variables cost more than re-reading p_items.
+    WITH it AS (
+        SELECT e.v->>'queue' AS qn, coalesce(e.v->>'partition', 'Default') AS pn, e.ord
+          FROM jsonb_array_elements(p_items) WITH ORDINALITY AS e(v, ord)
+    ), pairs AS (
+        SELECT d.qn, d.pn, (row_number() OVER (ORDER BY d.qn, d.pn))::int AS k
+          FROM (SELECT DISTINCT it.qn, it.pn FROM it) d
+    )
+    SELECT (SELECT array_agg(pairs.qn ORDER BY pairs.k) FROM pairs),
+           (SELECT array_agg(pairs.pn ORDER BY pairs.k) FROM pairs),
+           (SELECT array_agg(pairs.k ORDER BY it.ord) FROM it JOIN pairs USING (qn, pn))
+      INTO v_qn, v_pn, a_pair;
 
     -- resolve; create what is missing (race-free) and resolve again
-    FOR attempt IN 1..2 LOOP
+    FOR attempt IN 1..4 LOOP
         SELECT array_agg(q.id ORDER BY s.ord), array_agg(pt.id ORDER BY s.ord),
                count(*) FILTER (WHERE pt.id IS NULL OR pl.partition_id IS NULL)
           INTO v_qid, v_pid, v_missing
@@ -157,8 +171,20 @@ BEGIN
         LEFT JOIN queen.queues q ON q.tenant_id = p_tenant AND q.name = s.qn
         LEFT JOIN queen.partitions pt ON pt.queue_id = q.id AND pt.name = s.pn
         LEFT JOIN queen.partition_lookup pl ON pl.partition_id = pt.id;
-        EXIT WHEN v_missing = 0;
-        IF attempt = 2 THEN
+        IF v_missing = 0 THEN
+            -- serialise appends per partition: lock in partition-id order. Holding these
+            -- locks also keeps the partitions alive (a delete cascades to the lookup row
+            -- and waits), so messages can never be orphaned. A row that vanished meanwhile
+            -- (concurrent DELETE FROM queues) is re-created on the next round.
+            WITH l AS (
+                SELECT 1 FROM queen.partition_lookup
+                 WHERE partition_id = ANY (v_pid)
+                 ORDER BY partition_id
+                 FOR NO KEY UPDATE)
+            SELECT count(*) INTO v_locked FROM l;
+            EXIT WHEN v_locked = cardinality(v_pid);
+        END IF;
+        IF attempt = 4 THEN
             RAISE EXCEPTION 'push: could not create queue/partition (concurrent delete?)';
         END IF;
 
@@ -189,11 +215,6 @@ BEGIN
         ON CONFLICT (partition_id) DO NOTHING;
     END LOOP;
 
-    -- serialise appends per partition: lock in partition-id order
-    PERFORM 1 FROM queen.partition_lookup
-     WHERE partition_id = ANY (v_pid)
-     ORDER BY partition_id
-     FOR NO KEY UPDATE;
 
     -- stamp AFTER the lock (new statement = fresh snapshot: sees the previous holder's row)
     SELECT array_agg(pl.partition_id),
@@ -203,65 +224,70 @@ BEGIN
     FROM queen.partition_lookup pl
     WHERE pl.partition_id = ANY (v_pid);
 
+    -- insert (first occurrence of a txid in a partition wins), then move each touched
+    -- partition's "newest message" forward and its last_activity, in one statement
     WITH it AS (
-        SELECT i.*, mp.pid
-        FROM ROWS FROM (jsonb_to_recordset(p_items) AS (queue text, partition text, id uuid, txid text,
-                        "traceId" uuid, payload jsonb, encrypted boolean, sub text))
-             WITH ORDINALITY AS i(queue, partition, id, txid, trace_id, payload, encrypted, sub, ord)
-        JOIN unnest(v_qn, v_pn, v_pid) AS mp(qn, pn, pid)
-          ON mp.qn = i.queue AND mp.pn = coalesce(i.partition, 'Default')
+        SELECT (e.v->>'id')::uuid AS id,
+               e.v->>'txid' AS txid,
+               (e.v->>'traceId')::uuid AS trace,
+               coalesce(e.v->'payload', 'null'::jsonb) AS pay,
+               coalesce((e.v->>'encrypted')::boolean, false) AS enc,
+               e.v->>'sub' AS sub,
+               e.ord,
+               v_pid[a_pair[e.ord::int]] AS pid
+          FROM jsonb_array_elements(p_items) WITH ORDINALITY AS e(v, ord)
     ), ins AS (
         INSERT INTO queen.messages (id, transaction_id, trace_id, partition_id, payload,
                                     created_at, is_encrypted, producer_sub)
         SELECT DISTINCT ON (it.pid, it.txid)
-               it.id, it.txid, it.trace_id, it.pid, coalesce(it.payload, 'null'::jsonb),
-               st.ts, coalesce(it.encrypted, false), it.sub
+               it.id, it.txid, it.trace, it.pid, it.pay, st.ts, it.enc, it.sub
         FROM it JOIN unnest(v_lpid, v_lts) AS st(pid, ts) ON st.pid = it.pid
         ORDER BY it.pid, it.txid, it.ord
         ON CONFLICT DO NOTHING
         RETURNING id, partition_id, created_at
-    )
-    SELECT array_agg(id), array_agg(partition_id), array_agg(created_at)
-      INTO v_ins_id, v_ins_pid, v_ins_ts
-    FROM ins;
-
-    IF v_ins_id IS NOT NULL THEN
-        -- newest message per partition: monotonic update (only forward by position)
+    ), last AS (
+        SELECT ins.partition_id AS pid, max(ins.created_at) AS last_ts,
+               (array_agg(ins.id ORDER BY ins.created_at DESC, ins.id DESC))[1] AS last_id
+          FROM ins GROUP BY ins.partition_id
+    ), upl AS (
         UPDATE queen.partition_lookup pl
-           SET last_message_id = x.last_id,
-               last_message_created_at = x.last_ts,
+           SET last_message_id = last.last_id,
+               last_message_created_at = last.last_ts,
                updated_at = now()
-          FROM (SELECT u.pid, max(u.ts) AS last_ts, (array_agg(u.id ORDER BY u.ts DESC, u.id DESC))[1] AS last_id
-                  FROM unnest(v_ins_id, v_ins_pid, v_ins_ts) AS u(id, pid, ts)
-                 GROUP BY u.pid) x
-         WHERE pl.partition_id = x.pid
+          FROM last
+         WHERE pl.partition_id = last.pid
            AND (pl.last_message_created_at IS NULL
-                OR (pl.last_message_created_at, pl.last_message_id) < (x.last_ts, x.last_id));
-
+                OR (pl.last_message_created_at, pl.last_message_id) < (last.last_ts, last.last_id))
+        RETURNING 1
+    ), upt AS (
         UPDATE queen.partitions pt SET last_activity = now()
-         WHERE pt.id IN (SELECT DISTINCT u.pid FROM unnest(v_ins_pid) AS u(pid));
-    END IF;
+          FROM last WHERE pt.id = last.pid
+        RETURNING 1
+    )
+    SELECT (SELECT array_agg(ins.id) FROM ins),
+           (SELECT count(*) FROM upl) + (SELECT count(*) FROM upt)
+      INTO v_ins_id, v_missing;
 
-    -- results (separate statement: a concurrent winner's row is visible now)
+    -- results. Inserted items are queued with their own id; for the others the existing
+    -- row is looked up in this separate statement (fresh snapshot: a concurrent winner's
+    -- row is visible now).
     SELECT jsonb_agg(jsonb_build_object(
-               'message_id', m.id,
-               'status', CASE WHEN ins.id IS NOT NULL THEN 'queued' ELSE 'duplicate' END,
+               'message_id', CASE WHEN r.inserted THEN r.id
+                                  ELSE (SELECT m.id FROM queen.messages m
+                                         WHERE m.partition_id = r.pid AND m.transaction_id = r.txid) END,
+               'status', CASE WHEN r.inserted THEN 'queued' ELSE 'duplicate' END,
                'partition_id', r.pid,
-               'queue_id', r.qid,
-               'trace_id', r.trace_id,
-               'transaction_id', r.txid,
-               'queue', r.queue,
-               'partition', coalesce(r.partition, 'Default'))
+               'queue_id', v_qid[r.k],
+               'trace_id', r.trace,
+               'transaction_id', r.txid)
              ORDER BY r.ord)
       INTO v_res
-    FROM (SELECT i.*, mp.pid, mp.qid
-            FROM ROWS FROM (jsonb_to_recordset(p_items) AS (queue text, partition text, id uuid,
-                            txid text, "traceId" uuid))
-                 WITH ORDINALITY AS i(queue, partition, id, txid, trace_id, ord)
-            JOIN unnest(v_qn, v_pn, v_pid, v_qid) AS mp(qn, pn, pid, qid)
-              ON mp.qn = i.queue AND mp.pn = coalesce(i.partition, 'Default')) r
-    LEFT JOIN unnest(v_ins_id) AS ins(id) ON ins.id = r.id
-    LEFT JOIN queen.messages m ON m.partition_id = r.pid AND m.transaction_id = r.txid;
+    FROM (SELECT u.*, a_pair[u.ord::int] AS k, v_pid[a_pair[u.ord::int]] AS pid,
+                 (ins.id IS NOT NULL) AS inserted
+            FROM (SELECT (e.v->>'id')::uuid AS id, e.v->>'txid' AS txid,
+                         (e.v->>'traceId')::uuid AS trace, e.ord
+                    FROM jsonb_array_elements(p_items) WITH ORDINALITY AS e(v, ord)) u
+            LEFT JOIN unnest(v_ins_id) AS ins(id) ON ins.id = u.id) r;
 
     RETURN coalesce(v_res, '[]'::jsonb);
 END $$;
@@ -269,7 +295,7 @@ END $$;
 -- ---------------------------------------------------------------------------
 -- queen.push_batch(p)
 --   in : {tenant, items:[{queue, partition, id, txid, traceId|null, payload, encrypted, sub|null}]}
---   out: [{message_id, status, partition_id, queue_id, trace_id, transaction_id, queue, partition}]
+--   out: [{message_id, status, partition_id, queue_id, trace_id, transaction_id}]
 -- ---------------------------------------------------------------------------
 CREATE OR REPLACE FUNCTION queen.push_batch(p jsonb) RETURNS jsonb
 LANGUAGE plpgsql AS $$

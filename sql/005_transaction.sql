@@ -79,8 +79,8 @@ BEGIN
                     'transactionId', r->>'transaction_id',
                     'messageId', r->>'message_id',
                     'partitionId', r->>'partition_id',
-                    'queueName', r->>'queue',
-                    'partition', r->>'partition',
+                    'queueName', it.v->>'queue',
+                    'partition', coalesce(it.v->>'partition', 'Default'),
                     'status', r->>'status'));
                 v_pi := v_pi + 1;
                 v_idx := v_idx + 1;

@@ -59,3 +59,7 @@ CREATE OR REPLACE FUNCTION qt.put(key text, val jsonb) RETURNS void LANGUAGE sql
   INSERT INTO qt.kv VALUES (key, val) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v $$;
 CREATE OR REPLACE FUNCTION qt.get(key text) RETURNS jsonb LANGUAGE sql STABLE AS $$
   SELECT v FROM qt.kv WHERE k = key $$;
+
+CREATE OR REPLACE FUNCTION qt.txset(r jsonb) RETURNS text LANGUAGE sql IMMUTABLE AS $$
+  SELECT coalesce(string_agg(m->>'transactionId', ',' ORDER BY m->>'transactionId'), '')
+    FROM jsonb_array_elements(r->'messages') AS x(m) $$;
