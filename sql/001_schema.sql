@@ -128,6 +128,8 @@ CREATE TABLE IF NOT EXISTS queen.partition_lookup (
 ) WITH (fillfactor = 50);
 CREATE INDEX IF NOT EXISTS partition_lookup_queue_idx
     ON queen.partition_lookup (queue_id, last_message_created_at);
+CREATE INDEX IF NOT EXISTS partition_lookup_queue_pid_idx
+    ON queen.partition_lookup (queue_id, partition_id);
 
 CREATE TABLE IF NOT EXISTS queen.partition_consumers (
     partition_id            uuid NOT NULL REFERENCES queen.partitions(id) ON DELETE CASCADE,
@@ -156,6 +158,13 @@ CREATE INDEX IF NOT EXISTS partition_consumers_worker_idx
     ON queen.partition_consumers (worker_id) WHERE worker_id IS NOT NULL;
 CREATE INDEX IF NOT EXISTS partition_consumers_group_idx
     ON queen.partition_consumers (consumer_group);
+-- "behind": set when a release leaves the cursor short of the partition's newest message.
+-- Pop's candidate scan reads the group's suspect rows (lease set, retrying or behind)
+-- through the partial index below instead of probing every partition of the queue.
+ALTER TABLE queen.partition_consumers ADD COLUMN IF NOT EXISTS behind boolean NOT NULL DEFAULT false;
+CREATE INDEX IF NOT EXISTS partition_consumers_suspect_idx
+    ON queen.partition_consumers (consumer_group, partition_id)
+    WHERE worker_id IS NOT NULL OR behind OR batch_retry_count > 0;
 
 -- Subscription registration ("first registration wins"). partition_name '' = whole queue;
 -- namespace/task '' when unused. subscription_timestamp NULL = from the beginning.

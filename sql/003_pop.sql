@@ -50,6 +50,9 @@ DECLARE
     v_batch_json jsonb;
     v_ok       boolean;
     v_limit    int;
+    v_rand     uuid := gen_random_uuid();
+    v_src      uuid[];
+    v_behind   boolean;
 BEGIN
     v_qm := v_group = '__QUEUE_MODE__';
     IF v_part IS NOT NULL THEN
@@ -104,6 +107,40 @@ BEGIN
     v_remaining := v_batch;
     v_limit := v_maxparts * 4 + 8;
 
+        -- Bounded, index-driven candidate sources (a queue may have 10,000 partitions):
+    --  * the partition named by the partition form;
+    --  * the 256 most recently written partitions (new data is always found);
+    --  * 256 partitions from a random point in partition-id order (a rotating sweep);
+    --  * the group's suspect rows: lease set/expired, retrying, or released behind.
+    -- With <= 256 partitions per queue this examines every partition (exact).
+    SELECT array_agg(DISTINCT s.pid) INTO v_src FROM (
+        SELECT pt.id AS pid FROM queen.partitions pt
+         WHERE v_part IS NOT NULL AND pt.queue_id = ANY (v_qids) AND pt.name = v_part
+        UNION
+        (SELECT r.pid FROM unnest(v_qids) AS uq(qid)
+           CROSS JOIN LATERAL (
+                SELECT pl.partition_id AS pid FROM queen.partition_lookup pl
+                 WHERE pl.queue_id = uq.qid AND pl.last_message_created_at IS NOT NULL
+                 ORDER BY pl.last_message_created_at DESC LIMIT 256) r
+          WHERE v_part IS NULL LIMIT 1024)
+        UNION
+        (SELECT r.pid FROM unnest(v_qids) AS uq(qid)
+           CROSS JOIN LATERAL (
+                (SELECT pl.partition_id AS pid FROM queen.partition_lookup pl
+                  WHERE pl.queue_id = uq.qid AND pl.partition_id >= v_rand
+                  ORDER BY pl.partition_id LIMIT 256)
+                UNION ALL
+                (SELECT pl.partition_id FROM queen.partition_lookup pl
+                  WHERE pl.queue_id = uq.qid AND pl.partition_id < v_rand
+                  ORDER BY pl.partition_id LIMIT 64)) r
+          WHERE v_part IS NULL LIMIT 1024)
+        UNION
+        (SELECT pc.partition_id FROM queen.partition_consumers pc
+          WHERE v_part IS NULL AND pc.consumer_group = v_group
+            AND (pc.worker_id IS NOT NULL OR pc.behind OR pc.batch_retry_count > 0)
+          LIMIT 4096)
+    ) s;
+
     -- candidates: no live lease, something after the group's position (from
     -- partition_lookup, no message scan), window buffer satisfied; oldest cursor first.
     FOR c IN
@@ -117,11 +154,15 @@ BEGIN
                         ELSE '-infinity'::timestamptz END AS cur_ts,
                    coalesce(pc.last_consumed_id, '00000000-0000-0000-0000-000000000000'::uuid) AS cur_id,
                    pl.last_message_created_at AS last_ts, pl.last_message_id AS last_id
-              FROM queen.queues q
-              JOIN queen.partition_lookup pl ON pl.queue_id = q.id
+              FROM unnest(v_src) AS s(pid)
+              -- per-source-row probes (OFFSET 0 keeps the planner from hashing the whole table)
+              CROSS JOIN LATERAL (SELECT x.* FROM queen.partition_lookup x
+                                   WHERE x.partition_id = s.pid OFFSET 0) pl
+              JOIN queen.queues q ON q.id = pl.queue_id
               JOIN queen.partitions pt ON pt.id = pl.partition_id
-              LEFT JOIN queen.partition_consumers pc
-                     ON pc.partition_id = pl.partition_id AND pc.consumer_group = v_group
+              LEFT JOIN LATERAL (SELECT y.* FROM queen.partition_consumers y
+                                  WHERE y.partition_id = pl.partition_id AND y.consumer_group = v_group
+                                 OFFSET 0) pc ON true
               LEFT JOIN queen.consumer_groups_metadata mq
                      ON NOT v_qm AND mq.queue_id = q.id AND mq.consumer_group = v_group
                     AND mq.partition_name = '' AND mq.namespace = '' AND mq.task = ''
@@ -198,11 +239,12 @@ BEGIN
         v_exp := v_now + v_lease_len * interval '1 second';
 
         IF v_auto THEN
+            v_behind := (c.last_ts, c.last_id) > (v_last_ts, v_last_id);
             INSERT INTO queen.partition_consumers AS x
                    (partition_id, consumer_group, last_consumed_id, last_consumed_created_at,
                     total_messages_consumed, total_batches_consumed, last_consumed_at,
-                    batch_size, acked_count)
-            VALUES (c.partition_id, v_group, v_last_id, v_last_ts, v_n, 1, v_now, v_n, v_n)
+                    batch_size, acked_count, behind)
+            VALUES (c.partition_id, v_group, v_last_id, v_last_ts, v_n, 1, v_now, v_n, v_n, v_behind)
             ON CONFLICT (partition_id, consumer_group) DO UPDATE SET
                 last_consumed_id = EXCLUDED.last_consumed_id,
                 last_consumed_created_at = EXCLUDED.last_consumed_created_at,
@@ -214,7 +256,8 @@ BEGIN
                 worker_id = NULL,
                 batch_size = EXCLUDED.batch_size,
                 acked_count = EXCLUDED.acked_count,
-                batch_retry_count = 0
+                batch_retry_count = 0,
+                behind = EXCLUDED.behind
              WHERE x.lease_expires_at IS NULL OR x.lease_expires_at <= now()
             RETURNING true INTO v_ok;
         ELSE

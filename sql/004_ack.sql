@@ -113,14 +113,16 @@ BEGIN
                 IF v_has_lease THEN
                     UPDATE queen.partition_consumers SET
                         worker_id = NULL, lease_expires_at = NULL, lease_acquired_at = NULL,
-                        batch_retry_count = batch_retry_count + 1
+                        batch_retry_count = batch_retry_count + 1,
+                        behind = true
                      WHERE partition_id = it.pid AND consumer_group = it.grp;
                     v_release := true;
                 END IF;
             ELSIF v_status = 'retry' THEN
                 IF v_has_lease THEN
                     UPDATE queen.partition_consumers SET
-                        worker_id = NULL, lease_expires_at = NULL, lease_acquired_at = NULL
+                        worker_id = NULL, lease_expires_at = NULL, lease_acquired_at = NULL,
+                        behind = true
                      WHERE partition_id = it.pid AND consumer_group = it.grp;
                     v_release := true;
                 END IF;
@@ -157,7 +159,10 @@ BEGIN
                     worker_id = CASE WHEN v_release THEN NULL ELSE worker_id END,
                     lease_expires_at = CASE WHEN v_release THEN NULL ELSE lease_expires_at END,
                     lease_acquired_at = CASE WHEN v_release THEN NULL ELSE lease_acquired_at END,
-                    batch_retry_count = CASE WHEN v_release THEN 0 ELSE batch_retry_count END
+                    batch_retry_count = CASE WHEN v_release THEN 0 ELSE batch_retry_count END,
+                    behind = EXISTS (SELECT 1 FROM queen.partition_lookup pl
+                                      WHERE pl.partition_id = it.pid
+                                        AND (pl.last_message_created_at, pl.last_message_id) > (it.mts, it.mid))
                  WHERE partition_id = it.pid AND consumer_group = it.grp;
             END IF;
         END IF;

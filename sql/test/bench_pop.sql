@@ -13,27 +13,3 @@ ON CONFLICT (partition_id, consumer_group) DO UPDATE
    SET last_consumed_id = EXCLUDED.last_consumed_id, last_consumed_created_at = EXCLUDED.last_consumed_created_at;
 ANALYZE queen.partition_lookup; ANALYZE queen.partition_consumers; ANALYZE queen.partitions;
 SELECT qt.push_n('bench.wide', 'w5000', 'late', 10);
-DO $$
-DECLARE t0 timestamptz; i int; r jsonb; n int := 0; ms numeric;
-BEGIN
-  -- pending messages in 1 of 10,000 partitions: pop + release via autoAck
-  t0 := clock_timestamp();
-  FOR i IN 1..50 LOOP
-    r := queen.pop('{"queue":"bench.wide","group":"gw","batch":1,"partitions":1,"autoAck":false,"leaseId":"0190a000-0000-7000-8000-0000000b0001"}');
-    n := n + jsonb_array_length(r->'messages');
-  END LOOP;
-  ms := extract(epoch FROM clock_timestamp() - t0) * 1000 / 50;
-  RAISE NOTICE 'pop over 10000 partitions (fresh group, all pending): % ms/pop', round(ms, 2);
-  t0 := clock_timestamp();
-  FOR i IN 1..50 LOOP
-    r := queen.pop('{"queue":"bench.wide","group":"__QUEUE_MODE__","batch":10,"partitions":1,"autoAck":false,"leaseId":"0190a000-0000-7000-8000-0000000b0002"}');
-  END LOOP;
-  ms := extract(epoch FROM clock_timestamp() - t0) * 1000 / 50;
-  RAISE NOTICE 'pop over 10000 partitions (1 pending, 9999 consumed): % ms/pop', round(ms, 2);
-  t0 := clock_timestamp();
-  FOR i IN 1..50 LOOP
-    r := queen.pop('{"queue":"bench.wide","group":"__QUEUE_MODE__","batch":10,"partitions":1,"autoAck":false,"leaseId":"0190a000-0000-7000-8000-0000000b0003"}');
-  END LOOP;
-  ms := extract(epoch FROM clock_timestamp() - t0) * 1000 / 50;
-  RAISE NOTICE 'pop over 10000 partitions (nothing claimable): % ms/pop', round(ms, 2);
-END $$;

@@ -91,7 +91,11 @@ if [ "${SKIP_BENCH:-0}" != 1 ] && [ -n "$PGBENCH" ]; then
   out="$("$PGBENCH" -n -c 2 -j 2 -T 10 -f "$HERE/bench_insert.sql" 2>&1)"
   tps="$(echo "$out" | sed -n 's/^tps = \([0-9.]*\).*/\1/p')"
   echo "plain INSERT 100 rows: tps=$tps rows/s=$(awk -v t="$tps" 'BEGIN{printf "%d", t*100}')"
-  "${PSQL[@]}" -f "$HERE/bench_pop.sql" 2>&1 | grep -E "NOTICE|ERROR" || true
+  "${PSQL[@]}" -f "$HERE/bench_pop.sql" >/dev/null
+  for f in bench_pop_new bench_pop_idle; do
+    lat="$("$PGBENCH" -n -c 1 -T 5 -f "$HERE/$f.sql" 2>&1 | sed -n 's/^latency average = \([0-9.]*\).*/\1/p')"
+    echo "pop, queue with 10,000 partitions ($f): ${lat} ms/pop"
+  done
 fi
 
 [ "$fail" = 0 ] && echo "ALL TESTS PASSED" || { echo "SOME TESTS FAILED"; exit 1; }
