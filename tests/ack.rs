@@ -31,7 +31,10 @@ fn dlq_txids(b: &Broker, queue: &str) -> Vec<Value> {
     assert_eq!(r.status, 200, "GET /api/v1/dlq: {}", r.text());
     let j = r.json();
     assert!(j["total"].is_number(), "dlq answer has total: {j}");
-    j["messages"].as_array().cloned().expect("dlq messages array")
+    j["messages"]
+        .as_array()
+        .cloned()
+        .expect("dlq messages array")
 }
 
 #[test]
@@ -39,7 +42,9 @@ fn completed_acks_advance_and_release_the_lease_when_the_batch_is_done() {
     let db = Db::fresh();
     let b = Broker::start(&db);
     b.push_n("ca", "p", "t", 3);
-    let pop = b.pop("/api/v1/pop/queue/ca?batch=3&leaseSeconds=30").expect("messages");
+    let pop = b
+        .pop("/api/v1/pop/queue/ca?batch=3&leaseSeconds=30")
+        .expect("messages");
     let lease = pop["leaseId"].as_str().unwrap().to_string();
     let k = keys(&pop);
     for (i, (tx, pid)) in k.iter().enumerate() {
@@ -51,11 +56,17 @@ fn completed_acks_advance_and_release_the_lease_when_the_batch_is_done() {
         assert_eq!(r["queueName"], "ca");
         assert_eq!(r["partitionName"], "p");
         assert_eq!(r["dlq"], false);
-        assert_eq!(r["leaseReleased"], i == 2, "released exactly with the last ack: {r}");
+        assert_eq!(
+            r["leaseReleased"],
+            i == 2,
+            "released exactly with the last ack: {r}"
+        );
     }
     b.push_n("ca", "p", "later", 1);
     // Lease released (not expired: 30 s) and cursor advanced: only the new one comes.
-    let pop = b.pop("/api/v1/pop/queue/ca?batch=10").expect("new message right away");
+    let pop = b
+        .pop("/api/v1/pop/queue/ca?batch=10")
+        .expect("new message right away");
     assert_eq!(txids(&pop), vec!["later0"]);
 }
 
@@ -67,12 +78,18 @@ fn re_ack_of_an_acked_message_succeeds_without_rewinding() {
     let pop = b.pop("/api/v1/pop/queue/ra?batch=2").expect("messages");
     let lease = pop["leaseId"].as_str().unwrap().to_string();
     for (tx, pid) in keys(&pop) {
-        assert_eq!(b.ack(ack_body(&tx, &pid, Some(&lease), "completed"))["success"], true);
+        assert_eq!(
+            b.ack(ack_body(&tx, &pid, Some(&lease), "completed"))["success"],
+            true
+        );
     }
     let (tx0, pid0) = keys(&pop)[0].clone();
     let r = b.ack(ack_body(&tx0, &pid0, None, "completed"));
     assert_eq!(r["success"], true, "idempotent re-ack: {r}");
-    assert!(b.pop("/api/v1/pop/queue/ra?batch=10").is_none(), "cursor did not move back");
+    assert!(
+        b.pop("/api/v1/pop/queue/ra?batch=10").is_none(),
+        "cursor did not move back"
+    );
 }
 
 #[test]
@@ -80,7 +97,9 @@ fn ack_with_wrong_or_expired_lease_fails_and_changes_nothing() {
     let db = Db::fresh();
     let b = Broker::start(&db);
     b.push_n("wl", "p", "t", 2);
-    let pop = b.pop("/api/v1/pop/queue/wl?batch=2&leaseSeconds=1").expect("messages");
+    let pop = b
+        .pop("/api/v1/pop/queue/wl?batch=2&leaseSeconds=1")
+        .expect("messages");
     let lease = pop["leaseId"].as_str().unwrap().to_string();
     let (tx0, pid0) = keys(&pop)[0].clone();
     let r = b.ack(ack_body(&tx0, &pid0, Some(&random_uuid()), "completed"));
@@ -92,7 +111,11 @@ fn ack_with_wrong_or_expired_lease_fails_and_changes_nothing() {
     assert_eq!(r["success"], false, "{r}");
     assert_eq!(r["error"], "Invalid or expired lease");
     let again = b.pop("/api/v1/pop/queue/wl?batch=10").expect("redelivered");
-    assert_eq!(txids(&again), vec!["t0", "t1"], "the refused acks moved nothing");
+    assert_eq!(
+        txids(&again),
+        vec!["t0", "t1"],
+        "the refused acks moved nothing"
+    );
 }
 
 #[test]
@@ -117,7 +140,9 @@ fn failed_acks_dead_letter_after_the_retry_limit() {
     let mut deliveries_of_m0 = 0;
     let mut last = None;
     for _ in 0..6 {
-        let pop = b.pop("/api/v1/pop/queue/fl?batch=1&leaseSeconds=30").expect("a message");
+        let pop = b
+            .pop("/api/v1/pop/queue/fl?batch=1&leaseSeconds=30")
+            .expect("a message");
         let (tx, pid) = keys(&pop)[0].clone();
         if tx != "m0" {
             last = Some(tx);
@@ -129,7 +154,11 @@ fn failed_acks_dead_letter_after_the_retry_limit() {
         body["error"] = json!("boom");
         let r = b.ack(body);
         assert_eq!(r["success"], true, "{r}");
-        assert_eq!(r["dlq"], deliveries_of_m0 == 3, "dead-lettered on the third failure: {r}");
+        assert_eq!(
+            r["dlq"],
+            deliveries_of_m0 == 3,
+            "dead-lettered on the third failure: {r}"
+        );
     }
     assert_eq!(deliveries_of_m0, 3, "retryLimit 2 = 3 deliveries");
     assert_eq!(last.as_deref(), Some("m1"), "the next message follows");
@@ -155,7 +184,9 @@ fn dlq_status_dead_letters_immediately() {
     assert_eq!(r["dlq"], true);
     let next = b.pop("/api/v1/pop/queue/dl?batch=1").expect("next message");
     assert_eq!(txids(&next), vec!["m1"]);
-    assert!(dlq_txids(&b, "dl").iter().any(|m| m["transactionId"] == "m0"));
+    assert!(dlq_txids(&b, "dl")
+        .iter()
+        .any(|m| m["transactionId"] == "m0"));
 }
 
 #[test]
@@ -167,7 +198,9 @@ fn retry_status_redelivers_without_counting_a_failure() {
     // 3 voluntary retries, then failed (counter 0 < 1: redelivered), then failed → DLQ.
     let plan = ["retry", "retry", "retry", "failed", "failed"];
     for (i, status) in plan.iter().enumerate() {
-        let pop = b.pop("/api/v1/pop/queue/rt?batch=1&leaseSeconds=30").expect("message");
+        let pop = b
+            .pop("/api/v1/pop/queue/rt?batch=1&leaseSeconds=30")
+            .expect("message");
         let (tx, pid) = keys(&pop)[0].clone();
         assert_eq!(tx, "m0", "step {i}: m0 is redelivered");
         let lease = pop["leaseId"].as_str().unwrap().to_string();
@@ -184,7 +217,9 @@ fn ack_batch_handles_mixed_statuses() {
     let db = Db::fresh();
     let b = Broker::start(&db);
     b.push_n("ab", "p", "m", 4);
-    let pop = b.pop("/api/v1/pop/queue/ab?batch=4&leaseSeconds=30").expect("messages");
+    let pop = b
+        .pop("/api/v1/pop/queue/ab?batch=4&leaseSeconds=30")
+        .expect("messages");
     let lease = pop["leaseId"].as_str().unwrap().to_string();
     let k = keys(&pop);
     let pid = k[0].1.clone();
@@ -204,11 +239,18 @@ fn ack_batch_handles_mixed_statuses() {
         assert_eq!(e["success"], i != 2, "element {i}: {e}");
         assert_eq!(e["dlq"], i == 3, "element {i}: {e}");
     }
-    assert!(arr.iter().any(|e| e["leaseReleased"] == true), "batch fully acked: {arr:?}");
+    assert!(
+        arr.iter().any(|e| e["leaseReleased"] == true),
+        "batch fully acked: {arr:?}"
+    );
     b.push_n("ab", "p", "later", 1);
-    let next = b.pop("/api/v1/pop/queue/ab?batch=10").expect("lease released, cursor moved");
+    let next = b
+        .pop("/api/v1/pop/queue/ab?batch=10")
+        .expect("lease released, cursor moved");
     assert_eq!(txids(&next), vec!["later0"]);
-    assert!(dlq_txids(&b, "ab").iter().any(|m| m["transactionId"] == "m2"));
+    assert!(dlq_txids(&b, "ab")
+        .iter()
+        .any(|m| m["transactionId"] == "m2"));
 }
 
 #[test]
@@ -217,14 +259,30 @@ fn ack_without_required_fields_is_bad_request() {
     let b = Broker::start(&db);
     let pid = random_uuid();
     let cases: Vec<(&str, Value, &str)> = vec![
-        ("/api/v1/ack", json!({"partitionId": pid, "status": "completed"}), "transactionid"),
-        ("/api/v1/ack", json!({"transactionId": "t", "status": "completed"}), "partitionid"),
-        ("/api/v1/ack/batch", json!({"acknowledgments": {"transactionId": "t"}}), "acknowledgments"),
+        (
+            "/api/v1/ack",
+            json!({"partitionId": pid, "status": "completed"}),
+            "transactionid",
+        ),
+        (
+            "/api/v1/ack",
+            json!({"transactionId": "t", "status": "completed"}),
+            "partitionid",
+        ),
+        (
+            "/api/v1/ack/batch",
+            json!({"acknowledgments": {"transactionId": "t"}}),
+            "acknowledgments",
+        ),
         ("/api/v1/ack/batch", json!({}), "acknowledgments"),
     ];
     for (path, body, field) in cases {
         let r = b.post_json(path, &body);
         assert_eq!(r.status, 400, "{path} {body}: {}", r.text());
-        assert!(r.error_lc().contains(field), "{path} {body}: error should name {field}: {}", r.text());
+        assert!(
+            r.error_lc().contains(field),
+            "{path} {body}: error should name {field}: {}",
+            r.text()
+        );
     }
 }

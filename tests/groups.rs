@@ -4,7 +4,10 @@ mod common;
 use common::*;
 
 fn ids(pop: &Value) -> Vec<String> {
-    messages(pop).iter().map(|m| m["id"].as_str().unwrap().to_string()).collect()
+    messages(pop)
+        .iter()
+        .map(|m| m["id"].as_str().unwrap().to_string())
+        .collect()
 }
 
 #[test]
@@ -30,14 +33,19 @@ fn new_subscription_skips_history_and_sticks_for_later_pops() {
     let b = Broker::start(&db);
     b.push_n("sn", "p", "old", 3);
     assert!(
-        b.pop("/api/v1/pop/queue/sn?batch=10&consumerGroup=gnew&subscriptionMode=new").is_none(),
+        b.pop("/api/v1/pop/queue/sn?batch=10&consumerGroup=gnew&subscriptionMode=new")
+            .is_none(),
         "a new group over history gets nothing"
     );
     b.push_n("sn", "p", "fresh", 2);
     let pop = b
         .pop("/api/v1/pop/queue/sn?batch=10&consumerGroup=gnew")
         .expect("messages pushed after registration");
-    assert_eq!(txids(&pop), vec!["fresh0", "fresh1"], "later pops without a mode stay `new`");
+    assert_eq!(
+        txids(&pop),
+        vec!["fresh0", "fresh1"],
+        "later pops without a mode stay `new`"
+    );
 }
 
 #[test]
@@ -46,9 +54,13 @@ fn new_subscription_covers_partitions_created_after_registration() {
     let db = Db::fresh();
     let b = Broker::start(&db);
     b.push_n("sn2", "p1", "old", 2);
-    assert!(b.pop("/api/v1/pop/queue/sn2?batch=10&consumerGroup=g&subscriptionMode=new").is_none());
+    assert!(b
+        .pop("/api/v1/pop/queue/sn2?batch=10&consumerGroup=g&subscriptionMode=new")
+        .is_none());
     b.push_n("sn2", "p2", "late", 1);
-    let pop = b.pop("/api/v1/pop/queue/sn2?batch=10&consumerGroup=g").expect("message");
+    let pop = b
+        .pop("/api/v1/pop/queue/sn2?batch=10&consumerGroup=g")
+        .expect("message");
     assert_eq!(txids(&pop), vec!["late0"]);
 }
 
@@ -70,9 +82,14 @@ fn subscription_from_timestamp_starts_at_that_instant() {
         &[],
     )[0]
     .get(0);
-    assert!(newest_old, "the two pushes must have distinct timestamps for this test");
+    assert!(
+        newest_old,
+        "the two pushes must have distinct timestamps for this test"
+    );
     let pop = b
-        .pop(&format!("/api/v1/pop/queue/sf?batch=10&consumerGroup=gts&subscriptionFrom={ts}"))
+        .pop(&format!(
+            "/api/v1/pop/queue/sf?batch=10&consumerGroup=gts&subscriptionFrom={ts}"
+        ))
         .expect("messages at or after the instant");
     assert_eq!(txids(&pop), vec!["new0", "new1"]);
 }
@@ -82,7 +99,9 @@ fn named_group_defaults_to_all() {
     let db = Db::fresh();
     let b = Broker::start(&db);
     b.push_n("da", "p", "t", 3);
-    let pop = b.pop("/api/v1/pop/queue/da?batch=10&consumerGroup=gdef").expect("backlog");
+    let pop = b
+        .pop("/api/v1/pop/queue/da?batch=10&consumerGroup=gdef")
+        .expect("backlog");
     assert_eq!(txids(&pop), vec!["t0", "t1", "t2"]);
     let pop = b
         .pop("/api/v1/pop/queue/da?batch=10&consumerGroup=gfb&subscriptionMode=from_beginning")
@@ -95,9 +114,12 @@ fn subscription_is_fixed_at_first_registration() {
     let db = Db::fresh();
     let b = Broker::start(&db);
     b.push_n("fx", "p", "old", 3);
-    assert!(b.pop("/api/v1/pop/queue/fx?batch=10&consumerGroup=g&subscriptionMode=new").is_none());
+    assert!(b
+        .pop("/api/v1/pop/queue/fx?batch=10&consumerGroup=g&subscriptionMode=new")
+        .is_none());
     assert!(
-        b.pop("/api/v1/pop/queue/fx?batch=10&consumerGroup=g&subscriptionMode=all").is_none(),
+        b.pop("/api/v1/pop/queue/fx?batch=10&consumerGroup=g&subscriptionMode=all")
+            .is_none(),
         "asking `all` later does not rewind"
     );
     b.push_n("fx", "p", "after", 1);

@@ -17,7 +17,10 @@ fn unknown_route_is_404_no_such_route() {
         let j = r.json();
         assert_eq!(j["code"], "no_such_route", "{j}");
         assert!(j["error"].is_string(), "{j}");
-        assert!(r.header("content-type").unwrap_or("").contains("application/json"));
+        assert!(r
+            .header("content-type")
+            .unwrap_or("")
+            .contains("application/json"));
     }
 }
 
@@ -34,9 +37,19 @@ fn wrong_method_on_a_known_path_is_405() {
 fn malformed_request_line_is_400() {
     let db = Db::fresh();
     let b = Broker::start(&db);
-    for bytes in [&b"GET\r\n\r\n"[..], b"\x01\x02\x03 garbage\r\n\r\n", b"GET /health HTTP/1.1 extra\r\n\r\n"] {
+    for bytes in [
+        &b"GET\r\n\r\n"[..],
+        b"\x01\x02\x03 garbage\r\n\r\n",
+        b"GET /health HTTP/1.1 extra\r\n\r\n",
+    ] {
         let out = b.raw(bytes);
-        assert_eq!(raw_status(&out), Some(400), "{:?} → {:?}", String::from_utf8_lossy(bytes), String::from_utf8_lossy(&out));
+        assert_eq!(
+            raw_status(&out),
+            Some(400),
+            "{:?} → {:?}",
+            String::from_utf8_lossy(bytes),
+            String::from_utf8_lossy(&out)
+        );
     }
     assert_eq!(b.get("/health").status, 200);
 }
@@ -48,14 +61,21 @@ fn oversized_headers_are_431() {
     let big = "a".repeat(256 * 1024);
     let req = format!("GET /health HTTP/1.1\r\nHost: x\r\nX-Big: {big}\r\n\r\n");
     let out = b.raw(req.as_bytes());
-    assert_eq!(raw_status(&out), Some(431), "{:?}", String::from_utf8_lossy(&out[..out.len().min(300)]));
+    assert_eq!(
+        raw_status(&out),
+        Some(431),
+        "{:?}",
+        String::from_utf8_lossy(&out[..out.len().min(300)])
+    );
     assert_eq!(b.get("/health").status, 200);
 }
 
 #[test]
 fn body_over_the_limit_is_413() {
     let db = Db::fresh();
-    let b = Broker::builder(&db).env("QUEEN_MAX_BODY_BYTES", "1024").start();
+    let b = Broker::builder(&db)
+        .env("QUEEN_MAX_BODY_BYTES", "1024")
+        .start();
     let payload = "x".repeat(4096);
     let body = json!({"items": [{"queue": "big", "payload": payload}]}).to_string();
     let req = format!(
@@ -63,7 +83,12 @@ fn body_over_the_limit_is_413() {
         body.len()
     );
     let out = b.raw(req.as_bytes());
-    assert_eq!(raw_status(&out), Some(413), "{:?}", String::from_utf8_lossy(&out));
+    assert_eq!(
+        raw_status(&out),
+        Some(413),
+        "{:?}",
+        String::from_utf8_lossy(&out)
+    );
     let text = String::from_utf8_lossy(&out);
     assert!(text.contains("payload_too_large"), "{text}");
     assert_eq!(db.count("SELECT count(*) FROM queen.messages", &[]), 0);
@@ -76,7 +101,8 @@ fn body_over_the_limit_is_413() {
 fn chunked_request_body_is_accepted() {
     let db = Db::fresh();
     let b = Broker::start(&db);
-    let body = json!({"items": [{"queue": "ch", "transactionId": "c1", "payload": {"a": 1}}]}).to_string();
+    let body =
+        json!({"items": [{"queue": "ch", "transactionId": "c1", "payload": {"a": 1}}]}).to_string();
     let bytes = body.as_bytes();
     let (p1, rest) = bytes.split_at(7);
     let (p2, p3) = rest.split_at(rest.len() / 2);
@@ -92,7 +118,13 @@ fn chunked_request_body_is_accepted() {
     let r = c.read_response().expect("response");
     assert_eq!(r.status, 201, "{}", r.text());
     assert_eq!(r.json_array()[0]["transaction_id"], "c1");
-    assert_eq!(db.count("SELECT count(*) FROM queen.messages WHERE transaction_id = 'c1'", &[]), 1);
+    assert_eq!(
+        db.count(
+            "SELECT count(*) FROM queen.messages WHERE transaction_id = 'c1'",
+            &[]
+        ),
+        1
+    );
 }
 
 #[test]
@@ -103,7 +135,10 @@ fn keep_alive_serves_three_requests_on_one_socket() {
     let port = c.local_port();
     assert_eq!(c.get("/health").unwrap().status, 200);
     let r = c
-        .post_json("/api/v1/push", &json!({"items": [{"queue": "ka", "transactionId": "k"}]}))
+        .post_json(
+            "/api/v1/push",
+            &json!({"items": [{"queue": "ka", "transactionId": "k"}]}),
+        )
         .unwrap();
     assert_eq!(r.status, 201);
     let r = c.get("/api/v1/pop/queue/ka?batch=1").unwrap();
@@ -117,7 +152,9 @@ fn percent_encoded_path_segments_are_decoded() {
     let db = Db::fresh();
     let b = Broker::start(&db);
     b.push_n("my-q", "p", "t", 1);
-    let pop = b.pop("/api/v1/pop/queue/my%2Dq?batch=1").expect("my%2Dq is my-q");
+    let pop = b
+        .pop("/api/v1/pop/queue/my%2Dq?batch=1")
+        .expect("my%2Dq is my-q");
     assert_eq!(pop["queue"], "my-q");
 }
 
@@ -151,7 +188,10 @@ fn garbage_connections_do_not_take_the_shard_down() {
     for _ in 0..10 {
         assert_eq!(b.get("/health").status, 200, "every shard still serves");
     }
-    assert_eq!(b.push(json!([{"queue": "g", "payload": 1}]))[0]["status"], "queued");
+    assert_eq!(
+        b.push(json!([{"queue": "g", "payload": 1}]))[0]["status"],
+        "queued"
+    );
 }
 
 #[test]
@@ -164,15 +204,24 @@ fn sigterm_answers_an_in_flight_long_poll_and_exits_zero() {
         let mut c = Conn::connect(port).unwrap();
         c.set_timeout(Duration::from_secs(30));
         let t0 = Instant::now();
-        (c.get("/api/v1/pop/queue/st?wait=true&timeout=20000"), t0.elapsed())
+        (
+            c.get("/api/v1/pop/queue/st?wait=true&timeout=20000"),
+            t0.elapsed(),
+        )
     });
     std::thread::sleep(Duration::from_millis(500));
     b.signal(libc::SIGTERM);
     let (resp, took) = h.join().unwrap();
     let resp = resp.expect("the parked pop got an HTTP answer, not a dropped connection");
-    assert!(resp.status == 204 || resp.status == 503 || resp.status == 200, "status {}", resp.status);
+    assert!(
+        resp.status == 204 || resp.status == 503 || resp.status == 200,
+        "status {}",
+        resp.status
+    );
     assert!(took < Duration::from_secs(15), "answered after {took:?}");
-    let st = b.wait_exit(Duration::from_secs(15)).expect("broker exits after SIGTERM");
+    let st = b
+        .wait_exit(Duration::from_secs(15))
+        .expect("broker exits after SIGTERM");
     assert_eq!(st.code(), Some(0), "exit status {st}");
 }
 
@@ -181,8 +230,17 @@ fn second_broker_on_the_same_port_exits_non_zero_quickly() {
     let db = Db::fresh();
     let a = Broker::start(&db);
     let mut second = Broker::builder(&db).port(a.port).spawn();
-    let st = second.wait_exit(Duration::from_secs(15)).expect("second broker must exit");
+    let st = second
+        .wait_exit(Duration::from_secs(15))
+        .expect("second broker must exit");
     assert_ne!(st.code(), Some(0), "exit status {st}");
-    assert!(st.code().is_some(), "exits by itself, not by a signal: {st}");
-    assert_eq!(a.get("/health").status, 200, "the first broker still serves");
+    assert!(
+        st.code().is_some(),
+        "exits by itself, not by a signal: {st}"
+    );
+    assert_eq!(
+        a.get("/health").status,
+        200,
+        "the first broker still serves"
+    );
 }

@@ -27,21 +27,30 @@ fn parked_pop_answers_soon_after_a_push_on_another_connection() {
         .start();
     b.configure("lp", json!({}));
     for round in 0..6 {
-        let h = park(b.port, "/api/v1/pop/queue/lp?wait=true&timeout=8000&autoAck=true&batch=10".into());
+        let h = park(
+            b.port,
+            "/api/v1/pop/queue/lp?wait=true&timeout=8000&autoAck=true&batch=10".into(),
+        );
         // Give the pop time to park (the scenario, not a synchronisation: a pop that has
         // not parked yet simply finds the message at once).
         std::thread::sleep(Duration::from_millis(400));
         let t0 = Instant::now();
         let mut c = b.conn();
         let r = c
-            .post_json("/api/v1/push", &json!({"items": [{"queue": "lp", "transactionId": format!("r{round}")}]}))
+            .post_json(
+                "/api/v1/push",
+                &json!({"items": [{"queue": "lp", "transactionId": format!("r{round}")}]}),
+            )
             .expect("push");
         assert_eq!(r.status, 201, "{}", r.text());
         let (resp, answered) = h.join().unwrap();
         assert_eq!(resp.status, 200, "round {round}: {}", resp.text());
         assert_eq!(txids(&resp.json()), vec![format!("r{round}")]);
         let lag = answered.saturating_duration_since(t0);
-        assert!(lag < Duration::from_secs(1), "round {round}: answered {lag:?} after the push");
+        assert!(
+            lag < Duration::from_secs(1),
+            "round {round}: answered {lag:?} after the push"
+        );
     }
 }
 
@@ -52,7 +61,9 @@ fn parked_pop_times_out_with_204() {
     b.configure("to", json!({}));
     let t0 = Instant::now();
     let mut c = b.conn();
-    let r = c.get("/api/v1/pop/queue/to?wait=true&timeout=1500").expect("response");
+    let r = c
+        .get("/api/v1/pop/queue/to?wait=true&timeout=1500")
+        .expect("response");
     let took = t0.elapsed();
     assert_eq!(r.status, 204, "{}", r.text());
     assert!(r.body.is_empty(), "204 has no body");
@@ -68,13 +79,20 @@ fn client_gone_while_parked_claims_nothing() {
     let b = Broker::start(&db);
     b.configure("gone", json!({}));
     let mut c = b.conn();
-    c.send("GET", "/api/v1/pop/queue/gone?wait=true&timeout=5000&leaseSeconds=30&batch=10", &[], None)
-        .expect("send");
+    c.send(
+        "GET",
+        "/api/v1/pop/queue/gone?wait=true&timeout=5000&leaseSeconds=30&batch=10",
+        &[],
+        None,
+    )
+    .expect("send");
     std::thread::sleep(Duration::from_millis(300));
     c.close();
     std::thread::sleep(Duration::from_millis(100));
     b.push_n("gone", "p", "t", 1);
-    let pop = try_check_for(Duration::from_secs(2), || b.pop("/api/v1/pop/queue/gone?batch=10"));
+    let pop = try_check_for(Duration::from_secs(2), || {
+        b.pop("/api/v1/pop/queue/gone?batch=10")
+    });
     let pop = pop.expect("the message went to the disconnected client's pop (lease held)");
     assert_eq!(txids(&pop), vec!["t0"]);
 }
@@ -89,7 +107,10 @@ fn slow_recheck_finds_a_message_pushed_through_another_broker() {
     a.configure("sr", json!({}));
     // B shares the database but not the mesh: its notices cannot reach A.
     let other = Broker::start(&db);
-    let h = park(a.port, "/api/v1/pop/queue/sr?wait=true&timeout=10000&batch=10".into());
+    let h = park(
+        a.port,
+        "/api/v1/pop/queue/sr?wait=true&timeout=10000&batch=10".into(),
+    );
     // Let A's backoff reach its cap before the push.
     std::thread::sleep(Duration::from_millis(1500));
     let t0 = Instant::now();
@@ -98,5 +119,8 @@ fn slow_recheck_finds_a_message_pushed_through_another_broker() {
     assert_eq!(resp.status, 200, "{}", resp.text());
     assert_eq!(txids(&resp.json()), vec!["t0"]);
     let lag = answered.saturating_duration_since(t0);
-    assert!(lag < Duration::from_millis(1000), "found {lag:?} after the push (cap 300 ms)");
+    assert!(
+        lag < Duration::from_millis(1000),
+        "found {lag:?} after the push (cap 300 ms)"
+    );
 }

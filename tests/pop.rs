@@ -8,7 +8,10 @@ use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 fn ns(pop: &Value) -> Vec<u64> {
-    messages(pop).iter().map(|m| m["data"]["n"].as_u64().unwrap()).collect()
+    messages(pop)
+        .iter()
+        .map(|m| m["data"]["n"].as_u64().unwrap())
+        .collect()
 }
 
 #[test]
@@ -17,13 +20,19 @@ fn pop_returns_fifo_order_within_a_partition_across_pushes() {
     let b = Broker::start(&db);
     for round in 0..3 {
         let items: Vec<Value> = (0..4)
-            .map(|j| json!({"queue": "fifo", "partition": "p", "payload": {"n": round * 4 + j},
-                            "transactionId": format!("t{}", round * 4 + j)}))
+            .map(|j| {
+                json!({"queue": "fifo", "partition": "p", "payload": {"n": round * 4 + j},
+                            "transactionId": format!("t{}", round * 4 + j)})
+            })
             .collect();
         b.push(Value::Array(items));
     }
     let pop = b.pop("/api/v1/pop/queue/fifo?batch=100").expect("messages");
-    assert_eq!(ns(&pop), (0..12).collect::<Vec<u64>>(), "FIFO within the partition");
+    assert_eq!(
+        ns(&pop),
+        (0..12).collect::<Vec<u64>>(),
+        "FIFO within the partition"
+    );
     assert_eq!(pop["success"], true);
     assert_eq!(pop["queue"], "fifo");
     assert_eq!(pop["partition"], "p");
@@ -33,15 +42,29 @@ fn pop_returns_fifo_order_within_a_partition_across_pushes() {
     assert!(!lease.is_empty());
     let pid = pop["partitionId"].as_str().expect("partitionId");
     for m in messages(&pop) {
-        for key in ["id", "transactionId", "traceId", "data", "producerSub", "createdAt",
-                    "partitionId", "partition", "queue", "leaseId", "consumerGroup"] {
+        for key in [
+            "id",
+            "transactionId",
+            "traceId",
+            "data",
+            "producerSub",
+            "createdAt",
+            "partitionId",
+            "partition",
+            "queue",
+            "leaseId",
+            "consumerGroup",
+        ] {
             assert!(m.get(key).is_some(), "message lacks {key}: {m}");
         }
         assert_eq!(m["leaseId"], lease);
         assert_eq!(m["partitionId"], pid);
         assert_eq!(m["consumerGroup"], "__QUEUE_MODE__");
         let created = m["createdAt"].as_str().unwrap();
-        assert!(created.ends_with('Z') && created.contains('.'), "createdAt format: {created}");
+        assert!(
+            created.ends_with('Z') && created.contains('.'),
+            "createdAt format: {created}"
+        );
     }
 }
 
@@ -61,13 +84,18 @@ fn multi_partition_pop_shares_one_lease() {
     for p in ["p0", "p1", "p2"] {
         b.push_n("mp", p, &format!("{p}-"), 2);
     }
-    let pop = b.pop("/api/v1/pop/queue/mp?partitions=3&batch=100").expect("messages");
+    let pop = b
+        .pop("/api/v1/pop/queue/mp?partitions=3&batch=100")
+        .expect("messages");
     let msgs = messages(&pop);
     assert_eq!(msgs.len(), 6, "{pop}");
     assert_eq!(pop["partitionsClaimed"], 3);
     let lease = pop["leaseId"].as_str().unwrap();
     assert!(!lease.is_empty());
-    let parts: HashSet<&str> = msgs.iter().map(|m| m["partition"].as_str().unwrap()).collect();
+    let parts: HashSet<&str> = msgs
+        .iter()
+        .map(|m| m["partition"].as_str().unwrap())
+        .collect();
     assert_eq!(parts.len(), 3);
     for m in &msgs {
         assert_eq!(m["leaseId"], lease, "every message shares the one lease");
@@ -87,13 +115,18 @@ fn auto_ack_pop_delivers_once_without_a_lease() {
     let db = Db::fresh();
     let b = Broker::start(&db);
     b.push_n("aa", "p", "t", 3);
-    let pop = b.pop("/api/v1/pop/queue/aa?batch=10&autoAck=true").expect("messages");
+    let pop = b
+        .pop("/api/v1/pop/queue/aa?batch=10&autoAck=true")
+        .expect("messages");
     assert_eq!(ns(&pop), vec![0, 1, 2]);
     assert_eq!(pop["leaseId"], "");
     for m in messages(&pop) {
         assert_eq!(m["leaseId"], "");
     }
-    assert!(b.pop("/api/v1/pop/queue/aa?batch=10").is_none(), "auto-acked messages never come back");
+    assert!(
+        b.pop("/api/v1/pop/queue/aa?batch=10").is_none(),
+        "auto-acked messages never come back"
+    );
 }
 
 #[test]
@@ -102,10 +135,14 @@ fn partition_form_pops_only_that_partition() {
     let b = Broker::start(&db);
     b.push_n("pf", "pa", "a", 2);
     b.push_n("pf", "pb", "b", 2);
-    let pop = b.pop("/api/v1/pop/queue/pf/partition/pb?batch=10").expect("messages");
+    let pop = b
+        .pop("/api/v1/pop/queue/pf/partition/pb?batch=10")
+        .expect("messages");
     assert_eq!(txids(&pop), vec!["b0", "b1"]);
     assert_eq!(pop["partition"], "pb");
-    assert!(b.pop("/api/v1/pop/queue/pf/partition/nope?batch=10").is_none());
+    assert!(b
+        .pop("/api/v1/pop/queue/pf/partition/nope?batch=10")
+        .is_none());
 }
 
 #[test]
@@ -124,11 +161,19 @@ fn discovery_form_finds_queues_by_namespace_and_task() {
     assert_eq!(r.status, 200, "{}", r.text());
     b.push_n("disc-a", "p", "a", 2);
     b.push_n("disc-b", "p", "b", 2);
-    let pop = b.pop("/api/v1/pop?namespace=shop&task=refunds&batch=10").expect("messages");
+    let pop = b
+        .pop("/api/v1/pop?namespace=shop&task=refunds&batch=10")
+        .expect("messages");
     assert_eq!(txids(&pop), vec!["b0", "b1"]);
     assert_eq!(pop["queue"], "disc-b");
-    let pop = b.pop("/api/v1/pop?namespace=shop&batch=10").expect("messages");
-    assert_eq!(txids(&pop), vec!["a0", "a1"], "the remaining queue of the namespace");
+    let pop = b
+        .pop("/api/v1/pop?namespace=shop&batch=10")
+        .expect("messages");
+    assert_eq!(
+        txids(&pop),
+        vec!["a0", "a1"],
+        "the remaining queue of the namespace"
+    );
     assert!(b.pop("/api/v1/pop?namespace=shop&batch=10").is_none());
 }
 
@@ -136,12 +181,18 @@ fn discovery_form_finds_queues_by_namespace_and_task() {
 fn configure_echoes_options_and_reports_configured() {
     let db = Db::fresh();
     let b = Broker::start(&db);
-    let r = b.configure("cfg", json!({"leaseTime": 7, "retryLimit": 5, "windowBuffer": 0}));
+    let r = b.configure(
+        "cfg",
+        json!({"leaseTime": 7, "retryLimit": 5, "windowBuffer": 0}),
+    );
     assert_eq!(r["configured"], true);
     assert_eq!(r["queue"], "cfg");
     assert_eq!(r["options"]["leaseTime"], 7);
     assert_eq!(r["options"]["retryLimit"], 5);
-    assert!(r["queueId"].is_string() && r["partitionId"].is_string(), "{r}");
+    assert!(
+        r["queueId"].is_string() && r["partitionId"].is_string(),
+        "{r}"
+    );
 }
 
 /// Polls the queue until a message arrives; returns how long after `t0` it came.
@@ -156,9 +207,15 @@ fn window_buffer_holds_the_partition_until_it_is_quiet() {
     b.configure("wb", json!({"windowBuffer": 2}));
     let t0 = Instant::now();
     b.push_n("wb", "p", "t", 2);
-    assert!(b.pop("/api/v1/pop/queue/wb?batch=10").is_none(), "held by the window buffer");
+    assert!(
+        b.pop("/api/v1/pop/queue/wb?batch=10").is_none(),
+        "held by the window buffer"
+    );
     let after = first_delivery_after(&b, "/api/v1/pop/queue/wb?batch=10", t0);
-    assert!(after >= Duration::from_millis(1900), "delivered after {after:?}, before 2 s");
+    assert!(
+        after >= Duration::from_millis(1900),
+        "delivered after {after:?}, before 2 s"
+    );
 }
 
 #[test]
@@ -168,9 +225,15 @@ fn delayed_processing_hides_messages_until_old_enough() {
     b.configure("dp", json!({"delayedProcessing": 2}));
     let t0 = Instant::now();
     b.push_n("dp", "p", "t", 1);
-    assert!(b.pop("/api/v1/pop/queue/dp?batch=10").is_none(), "not visible yet");
+    assert!(
+        b.pop("/api/v1/pop/queue/dp?batch=10").is_none(),
+        "not visible yet"
+    );
     let after = first_delivery_after(&b, "/api/v1/pop/queue/dp?batch=10", t0);
-    assert!(after >= Duration::from_millis(1900), "delivered after {after:?}, before 2 s");
+    assert!(
+        after >= Duration::from_millis(1900),
+        "delivered after {after:?}, before 2 s"
+    );
 }
 
 #[test]
@@ -178,13 +241,17 @@ fn one_live_lease_per_partition_and_group() {
     let db = Db::fresh();
     let b = Broker::start(&db);
     b.push_n("ll", "p", "t", 5);
-    let first = b.pop("/api/v1/pop/queue/ll?batch=2&leaseSeconds=30").expect("messages");
+    let first = b
+        .pop("/api/v1/pop/queue/ll?batch=2&leaseSeconds=30")
+        .expect("messages");
     assert_eq!(ns(&first), vec![0, 1]);
     assert!(
         b.pop("/api/v1/pop/queue/ll?batch=10").is_none(),
         "same group must not claim the leased partition, even for undelivered messages"
     );
-    let other = b.pop("/api/v1/pop/queue/ll?batch=10&consumerGroup=other").expect("other group");
+    let other = b
+        .pop("/api/v1/pop/queue/ll?batch=10&consumerGroup=other")
+        .expect("other group");
     assert_eq!(ns(&other), vec![0, 1, 2, 3, 4]);
     assert_eq!(other["consumerGroup"], "other");
 }
@@ -194,10 +261,17 @@ fn expired_lease_redelivers_the_batch() {
     let db = Db::fresh();
     let b = Broker::start(&db);
     b.push_n("le", "p", "t", 3);
-    let first = b.pop("/api/v1/pop/queue/le?batch=10&leaseSeconds=1").expect("messages");
+    let first = b
+        .pop("/api/v1/pop/queue/le?batch=10&leaseSeconds=1")
+        .expect("messages");
     let ids: Vec<Value> = messages(&first).iter().map(|m| m["id"].clone()).collect();
-    assert!(b.pop("/api/v1/pop/queue/le?batch=10").is_none(), "lease still live");
-    let again = check_for(Duration::from_secs(5), || b.pop("/api/v1/pop/queue/le?batch=10"));
+    assert!(
+        b.pop("/api/v1/pop/queue/le?batch=10").is_none(),
+        "lease still live"
+    );
+    let again = check_for(Duration::from_secs(5), || {
+        b.pop("/api/v1/pop/queue/le?batch=10")
+    });
     let ids2: Vec<Value> = messages(&again).iter().map(|m| m["id"].clone()).collect();
     assert_eq!(ids, ids2, "the same batch comes back");
     assert_ne!(again["leaseId"], first["leaseId"], "with a new lease");
@@ -211,9 +285,16 @@ fn out_of_range_batch_is_rejected_naming_batch() {
     for bad in ["0", "-5", "100000000"] {
         let r = b.get(&format!("/api/v1/pop/queue/br?batch={bad}"));
         assert_eq!(r.status, 400, "batch={bad}: {}", r.text());
-        assert!(r.error_lc().contains("batch"), "error must name batch: {}", r.text());
+        assert!(
+            r.error_lc().contains("batch"),
+            "error must name batch: {}",
+            r.text()
+        );
     }
-    assert!(b.pop("/api/v1/pop/queue/br?batch=1").is_some(), "nothing was claimed by the rejects");
+    assert!(
+        b.pop("/api/v1/pop/queue/br?batch=1").is_some(),
+        "nothing was claimed by the rejects"
+    );
 }
 
 #[test]

@@ -57,12 +57,17 @@ fn duplicate_transaction_id_returns_existing_message_id() {
         {"queue": "dq", "partition": "p", "transactionId": "same", "payload": {"v": 2}},
     ]));
     assert_eq!(res[0]["status"], "queued");
-    assert_eq!(res[1]["status"], "duplicate", "second occurrence in one request");
+    assert_eq!(
+        res[1]["status"], "duplicate",
+        "second occurrence in one request"
+    );
     assert_eq!(res[1]["index"], 1);
     assert_eq!(res[0]["message_id"], res[1]["message_id"]);
 
-    let again = b.push(json!([{"queue": "dq", "partition": "p", "transactionId": "same",
-                               "payload": {"v": 3}}]));
+    let again = b.push(
+        json!([{"queue": "dq", "partition": "p", "transactionId": "same",
+                               "payload": {"v": 3}}]),
+    );
     assert_eq!(again[0]["status"], "duplicate", "across requests");
     assert_eq!(again[0]["message_id"], res[0]["message_id"]);
 
@@ -83,16 +88,27 @@ fn same_transaction_id_in_two_partitions_is_two_messages() {
     assert_eq!(res[1]["status"], "queued");
     assert_ne!(res[0]["message_id"], res[1]["message_id"]);
     assert_ne!(res[0]["partition_id"], res[1]["partition_id"]);
-    assert_eq!(db.count("SELECT count(*) FROM queen.messages WHERE transaction_id = 't'", &[]), 2);
+    assert_eq!(
+        db.count(
+            "SELECT count(*) FROM queen.messages WHERE transaction_id = 't'",
+            &[]
+        ),
+        2
+    );
 }
 
 #[test]
 fn missing_transaction_id_is_minted_by_the_broker() {
     let db = Db::fresh();
     let b = Broker::start(&db);
-    let res = b.push(json!([{"queue": "mq", "payload": {"x": 1}}, {"queue": "mq", "payload": {"x": 2}}]));
-    let t0 = res[0]["transaction_id"].as_str().expect("minted transaction_id");
-    let t1 = res[1]["transaction_id"].as_str().expect("minted transaction_id");
+    let res =
+        b.push(json!([{"queue": "mq", "payload": {"x": 1}}, {"queue": "mq", "payload": {"x": 2}}]));
+    let t0 = res[0]["transaction_id"]
+        .as_str()
+        .expect("minted transaction_id");
+    let t1 = res[1]["transaction_id"]
+        .as_str()
+        .expect("minted transaction_id");
     assert!(!t0.is_empty() && !t1.is_empty());
     assert_ne!(t0, t1, "each item gets its own id");
     assert_eq!(res[0]["status"], "queued");
@@ -109,9 +125,16 @@ fn missing_transaction_id_is_minted_by_the_broker() {
 fn trace_id_must_be_a_string() {
     let db = Db::fresh();
     let b = Broker::start(&db);
-    let r = b.post_json("/api/v1/push", &json!({"items": [{"queue": "trq", "traceId": 42}]}));
+    let r = b.post_json(
+        "/api/v1/push",
+        &json!({"items": [{"queue": "trq", "traceId": 42}]}),
+    );
     assert_eq!(r.status, 400, "{}", r.text());
-    assert!(r.error_lc().contains("traceid"), "error must name traceId: {}", r.text());
+    assert!(
+        r.error_lc().contains("traceid"),
+        "error must name traceId: {}",
+        r.text()
+    );
     assert_eq!(db.count("SELECT count(*) FROM queen.messages", &[]), 0);
 
     let trace = random_uuid();
@@ -140,10 +163,19 @@ fn invalid_push_is_rejected_whole_naming_the_field_and_writes_nothing() {
         (format!(r#"{{"items":[{good}"#), &["json"]),
         (r#"{"items":{"queue":"okq"}}"#.to_string(), &["items"]),
         (r#"{"nothing":1}"#.to_string(), &["items"]),
-        (format!(r#"{{"items":[{good},{{"payload":1}}]}}"#), &["queue"]),
+        (
+            format!(r#"{{"items":[{good},{{"payload":1}}]}}"#),
+            &["queue"],
+        ),
         (format!(r#"{{"items":[{good},{{"queue":5}}]}}"#), &["queue"]),
-        (format!(r#"{{"items":[{good},{{"queue":"okq","partition":7}}]}}"#), &["partition"]),
-        (format!(r#"{{"items":[{good},{{"queue":"okq","transactionId":7}}]}}"#), &["transactionid"]),
+        (
+            format!(r#"{{"items":[{good},{{"queue":"okq","partition":7}}]}}"#),
+            &["partition"],
+        ),
+        (
+            format!(r#"{{"items":[{good},{{"queue":"okq","transactionId":7}}]}}"#),
+            &["transactionid"],
+        ),
         (
             format!(r#"{{"items":[{good},{{"queue":"okq","payload":{{"s":"a\u0000b"}}}}]}}"#),
             &["payload", "\\u0000", "nul", "zero"],
@@ -151,7 +183,13 @@ fn invalid_push_is_rejected_whole_naming_the_field_and_writes_nothing() {
     ];
     for (body, names) in &cases {
         let r = b.post_bytes("/api/v1/push", body.as_bytes());
-        assert_eq!(r.status, 400, "body {body:?} answered {}: {}", r.status, r.text());
+        assert_eq!(
+            r.status,
+            400,
+            "body {body:?} answered {}: {}",
+            r.status,
+            r.text()
+        );
         let err = r.error_lc();
         assert!(
             r.json.as_ref().is_some_and(|j| j["error"].is_string()),
@@ -163,14 +201,21 @@ fn invalid_push_is_rejected_whole_naming_the_field_and_writes_nothing() {
             "error for {body:?} should name one of {names:?}: {err:?}"
         );
     }
-    assert_eq!(db.count("SELECT count(*) FROM queen.messages", &[]), 0, "nothing stored");
+    assert_eq!(
+        db.count("SELECT count(*) FROM queen.messages", &[]),
+        0,
+        "nothing stored"
+    );
     assert_eq!(
         db.count("SELECT count(*) FROM queen.queues WHERE name = 'okq'", &[]),
         0,
         "no queue created by a rejected request"
     );
     // The broker is still fine afterwards.
-    assert_eq!(b.push(json!([{"queue": "okq", "payload": 1}]))[0]["status"], "queued");
+    assert_eq!(
+        b.push(json!([{"queue": "okq", "payload": 1}]))[0]["status"],
+        "queued"
+    );
 }
 
 #[test]
@@ -216,12 +261,19 @@ fn concurrent_pushes_with_one_invalid_are_answered_from_their_own_slices() {
         assert_eq!(arr.len(), k, "request {i} answer length");
         for (j, e) in arr.iter().enumerate() {
             assert_eq!(e["index"], j, "request {i}");
-            assert_eq!(e["transaction_id"], format!("r{i}-{j}"), "request {i} got another slice");
+            assert_eq!(
+                e["transaction_id"],
+                format!("r{i}-{j}"),
+                "request {i} got another slice"
+            );
             assert_eq!(e["status"], "queued", "request {i}: {e}");
         }
         expected += k as i64;
     }
-    assert_eq!(db.count("SELECT count(*) FROM queen.messages", &[]), expected);
+    assert_eq!(
+        db.count("SELECT count(*) FROM queen.messages", &[]),
+        expected
+    );
     assert_eq!(
         db.count(
             "SELECT count(*) FROM queen.messages WHERE transaction_id LIKE $1",

@@ -156,10 +156,9 @@ fn find_pg_bin() -> PathBuf {
         })
         .unwrap_or_default();
     found.sort();
-    found
-        .pop()
-        .map(|(_, p)| p)
-        .expect("PostgreSQL not found: no initdb/pg_ctl/postgres on PATH nor in /usr/lib/postgresql/*/bin")
+    found.pop().map(|(_, p)| p).expect(
+        "PostgreSQL not found: no initdb/pg_ctl/postgres on PATH nor in /usr/lib/postgresql/*/bin",
+    )
 }
 
 fn chown_postgres(path: &Path) {
@@ -268,7 +267,10 @@ impl Pg {
     }
 
     fn server_log_tail(&self) -> String {
-        tail(&fs::read_to_string(self.root.join("server.log")).unwrap_or_default(), 40)
+        tail(
+            &fs::read_to_string(self.root.join("server.log")).unwrap_or_default(),
+            40,
+        )
     }
 
     fn postmaster_pid(&self) -> Option<i32> {
@@ -294,12 +296,19 @@ impl Pg {
     /// Starts the cluster again after [`Pg::stop_immediate`], on the same port.
     pub fn start(&self) {
         let _g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
-        assert!(self.pg_ctl_start(), "restart failed: {}", self.server_log_tail());
+        assert!(
+            self.pg_ctl_start(),
+            "restart failed: {}",
+            self.server_log_tail()
+        );
     }
 
     /// libpq-style connection string for `db`.
     pub fn conn_str(&self, db: &str) -> String {
-        format!("host=127.0.0.1 port={} user=postgres dbname={db} connect_timeout=10", self.port)
+        format!(
+            "host=127.0.0.1 port={} user=postgres dbname={db} connect_timeout=10",
+            self.port
+        )
     }
 
     /// A new client connected to `db`.
@@ -436,7 +445,11 @@ impl BrokerBuilder {
         let log = dir.join("broker.log");
         let out = fs::File::create(&log).expect("create broker log");
         let err = out.try_clone().unwrap();
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_queen"));
+        // QUEEN_TEST_BIN runs the suite against another build (or another broker).
+        let exe = std::env::var_os("QUEEN_TEST_BIN")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_queen")));
+        let mut cmd = Command::new(exe);
         cmd.env_remove("RUST_LOG")
             .env("PG_HOST", "127.0.0.1")
             .env("PG_PORT", pg().port.to_string())
@@ -521,7 +534,10 @@ impl Broker {
         let end = Instant::now() + BROKER_READY_DEADLINE;
         loop {
             if let Some(st) = self.try_wait() {
-                panic!("broker exited during startup with {st}:\n{}", self.log_tail(60));
+                panic!(
+                    "broker exited during startup with {st}:\n{}",
+                    self.log_tail(60)
+                );
             }
             if let Ok(mut c) = Conn::connect(self.port) {
                 c.set_timeout(Duration::from_secs(2));
@@ -656,8 +672,17 @@ impl Broker {
 
     /// `POST /api/v1/configure` for `queue` with `options`; asserts 200.
     pub fn configure(&self, queue: &str, options: Value) -> Value {
-        let r = self.post_json("/api/v1/configure", &json!({"queue": queue, "options": options}));
-        assert_eq!(r.status, 200, "configure answered {}: {}", r.status, r.text());
+        let r = self.post_json(
+            "/api/v1/configure",
+            &json!({"queue": queue, "options": options}),
+        );
+        assert_eq!(
+            r.status,
+            200,
+            "configure answered {}: {}",
+            r.status,
+            r.text()
+        );
         r.json()
     }
 
@@ -676,7 +701,11 @@ impl Broker {
         let r = self.post_json("/api/v1/ack", &body);
         assert_eq!(r.status, 200, "ack answered {}: {}", r.status, r.text());
         let arr = r.json_array();
-        assert_eq!(arr.len(), 1, "ack answer must be a one-element array: {arr:?}");
+        assert_eq!(
+            arr.len(),
+            1,
+            "ack answer must be a one-element array: {arr:?}"
+        );
         arr[0].clone()
     }
 }
@@ -813,7 +842,10 @@ impl Conn {
         headers: &[(&str, &str)],
         body: Option<&[u8]>,
     ) -> io::Result<()> {
-        let mut req = format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\n", self.port);
+        let mut req = format!(
+            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\n",
+            self.port
+        );
         for (k, v) in headers {
             req.push_str(&format!("{k}: {v}\r\n"));
         }
@@ -871,7 +903,10 @@ impl Conn {
             if self.fill()? == 0 {
                 return Err(io::Error::new(
                     io::ErrorKind::UnexpectedEof,
-                    format!("connection closed before a response head ({} bytes)", self.buf.len()),
+                    format!(
+                        "connection closed before a response head ({} bytes)",
+                        self.buf.len()
+                    ),
                 ));
             }
         };
@@ -884,7 +919,10 @@ impl Conn {
             .nth(1)
             .and_then(|s| s.parse().ok())
             .ok_or_else(|| {
-                io::Error::new(io::ErrorKind::InvalidData, format!("bad status line {status_line:?}"))
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("bad status line {status_line:?}"),
+                )
             })?;
         let headers: Vec<(String, String)> = lines
             .filter_map(|l| {
@@ -895,12 +933,14 @@ impl Conn {
         let hv = |n: &str| headers.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone());
         let body = if status == 204 || status == 304 || (100..200).contains(&status) {
             Vec::new()
-        } else if hv("transfer-encoding").is_some_and(|v| v.to_ascii_lowercase().contains("chunked")) {
+        } else if hv("transfer-encoding")
+            .is_some_and(|v| v.to_ascii_lowercase().contains("chunked"))
+        {
             self.read_chunked()?
         } else if let Some(len) = hv("content-length") {
-            let len: usize = len.parse().map_err(|_| {
-                io::Error::new(io::ErrorKind::InvalidData, "bad content-length")
-            })?;
+            let len: usize = len
+                .parse()
+                .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "bad content-length"))?;
             while self.buf.len() < len {
                 if self.fill()? == 0 {
                     return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "short body"));
