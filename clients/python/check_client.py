@@ -90,8 +90,16 @@ def _captured(marker: str, where: str):
             print(out, end="" if out.endswith("\n") else "\n")
 
 
-async def pop(builder) -> List[Dict[str, Any]]:
-    """builder.pop() that fails instead of returning [] on an HTTP error."""
+async def pop(builder, wait_ms: int = 0) -> List[Dict[str, Any]]:
+    """builder.pop() that fails instead of returning [] on an HTTP error.
+
+    The builder's `wait` defaults to True with a 30 s long poll (the client's
+    CONSUME defaults); an explicit wait is set here: none by default, or a
+    long poll of `wait_ms`."""
+    if wait_ms > 0:
+        builder = builder.wait(True).timeout_millis(wait_ms)
+    else:
+        builder = builder.wait(False)
     with _captured("Pop failed", "pop"):
         msgs = await builder.pop()
     return msgs
@@ -102,11 +110,8 @@ async def pop_until(make_builder: Callable[[], Any], count: int, deadline_s: flo
     got: List[Dict[str, Any]] = []
     end = time.monotonic() + deadline_s
     while len(got) < count and time.monotonic() < end:
-        msgs = await pop(make_builder())
-        if msgs:
-            got.extend(msgs)
-        else:
-            await asyncio.sleep(0.2)
+        msgs = await pop(make_builder(), wait_ms=1000)
+        got.extend(msgs)
     return got
 
 
