@@ -183,11 +183,26 @@ async fn read_more(
 }
 
 /// One read appended to `buf`'s end.
+///
+/// Cancel-safe: this future is dropped mid-read whenever a handler finishes
+/// first (see `watch_peer`), so the zeroed read space is cut off by a drop
+/// guard, never left in the buffer to be parsed as request bytes.
 async fn read_into(stream: &mut TcpStream, buf: &mut Vec<u8>) -> std::io::Result<usize> {
+    /// Truncates the buffer to `keep` bytes when dropped.
+    struct Keep<'a> {
+        buf: &'a mut Vec<u8>,
+        keep: usize,
+    }
+    impl Drop for Keep<'_> {
+        fn drop(&mut self) {
+            self.buf.truncate(self.keep);
+        }
+    }
     let len = buf.len();
     buf.resize(len + READ_SIZE, 0);
-    let result = stream.read(&mut buf[len..]).await;
-    buf.truncate(len + *result.as_ref().unwrap_or(&0));
+    let mut guard = Keep { buf, keep: len };
+    let result = stream.read(&mut guard.buf[len..]).await;
+    guard.keep = len + *result.as_ref().unwrap_or(&0);
     result
 }
 

@@ -163,6 +163,20 @@ fn keep_alive_serves_several_requests_and_pipelined_ones() {
 }
 
 #[test]
+fn request_after_a_slow_handler_on_the_same_connection_is_served() {
+    // Regression: the peer watch read is cancelled when the handler ends;
+    // its read space must not stay in the buffer and be parsed as a request.
+    let server = start(|_| {});
+    let mut s = connect(server.addr);
+    s.write_all(b"GET /sleep?ms=30 HTTP/1.1\r\n\r\n").expect("write");
+    assert!(read_response(&mut s).ends_with("/sleep"));
+    s.write_all(b"GET /next HTTP/1.1\r\n\r\n").expect("write");
+    let r = read_response(&mut s);
+    assert!(r.starts_with("HTTP/1.1 200 OK") && r.ends_with("/next"), "{r}");
+    server.stop();
+}
+
+#[test]
 fn big_content_length_is_413_and_closes() {
     let server = start(|c| c.max_body_bytes = 100);
     let mut s = connect(server.addr);
