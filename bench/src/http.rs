@@ -27,6 +27,9 @@ pub enum HttpError {
     Closed,
     /// The bytes received are not an HTTP/1.1 response we understand.
     Malformed(&'static str),
+    /// The server sent this many bytes after the previous response, before
+    /// the next request.
+    Unsolicited(usize),
 }
 
 impl fmt::Display for HttpError {
@@ -36,6 +39,9 @@ impl fmt::Display for HttpError {
             HttpError::Io(e) => write!(f, "io: {e}"),
             HttpError::Closed => write!(f, "connection closed mid-response"),
             HttpError::Malformed(why) => write!(f, "malformed response: {why}"),
+            HttpError::Unsolicited(n) => {
+                write!(f, "server sent {n} unsolicited bytes after the previous response")
+            }
         }
     }
 }
@@ -151,6 +157,12 @@ impl Client {
         path: &str,
         body: Option<&[u8]>,
     ) -> Result<u16, HttpError> {
+        if !self.rbuf.is_empty() {
+            // Bytes nobody asked for (e.g. a second response to one request):
+            // the connection is out of step, so it is dropped, and this
+            // request fails unsent rather than take that answer as its own.
+            return Err(HttpError::Unsolicited(self.rbuf.len()));
+        }
         if self.stream.is_none() {
             let s = TcpStream::connect_timeout(&self.target.addr, Duration::from_secs(5))
                 .map_err(HttpError::Connect)?;
@@ -381,6 +393,14 @@ mod tests {
         assert_eq!(c.body(), b"abcde");
         assert_eq!(c.get("/c").unwrap(), 204);
         assert!(c.body().is_empty());
+    }
+
+    #[test]
+    fn bytes_after_a_response_fail_the_next_request_unsent() {
+        let t = serve(vec![b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\nHTTP/1.1 400 Bad\r\n\r\n"]);
+        let mut c = Client::new(t, Duration::from_secs(5));
+        assert_eq!(c.get("/a").unwrap(), 200);
+        assert!(matches!(c.get("/b"), Err(HttpError::Unsolicited(_))));
     }
 
     #[test]

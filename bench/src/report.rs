@@ -92,7 +92,7 @@ pub struct Errors {
     pub acks_failed: u64,
     /// 2xx bodies that did not parse as expected.
     pub unparsed: u64,
-    /// The first few error texts.
+    /// The first few distinct error texts.
     pub samples: Vec<String>,
 }
 
@@ -102,10 +102,14 @@ impl Errors {
         self.transport + self.http_status + self.items_failed + self.acks_failed + self.unparsed
     }
 
-    /// Keeps `text` if fewer than [`ERROR_SAMPLES`] are kept.
+    /// Keeps `text` if it is new and fewer than [`ERROR_SAMPLES`] are kept,
+    /// so one frequent error does not hide the others.
     pub fn sample(&mut self, text: impl FnOnce() -> String) {
         if self.samples.len() < ERROR_SAMPLES {
-            self.samples.push(text());
+            let t = text();
+            if !self.samples.contains(&t) {
+                self.samples.push(t);
+            }
         }
     }
 
