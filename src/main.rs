@@ -82,7 +82,7 @@ fn main() {
     let (trigger, shutdown) = shards::shutdown::shutdown();
 
     let (db, jobs) = store::db_group::DbGroup::start(&cfg, reply_tx);
-    let mesh_thread = mesh::start(mesh_rx, notice_tx);
+    let mesh = mesh::start(mesh_rx, notice_tx);
     let inits: Vec<shard::ShardInit> = reply_rx
         .into_iter()
         .zip(notice_rx)
@@ -117,8 +117,8 @@ fn main() {
     if let Err(e) = pool.join() {
         log::error!("a shard ended badly: {e}");
     }
-    // The shards held the last job and notice senders: the DB and mesh threads now end.
-    db.join();
-    let _ = mesh_thread.join();
+    // Reverse start order: the shards are done, so nothing submits work any more.
+    mesh.stop();
+    db.stop();
     log::info!("stopped");
 }

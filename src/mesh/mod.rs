@@ -9,11 +9,14 @@
 //! shard once), and forwards each notice to every shard's inbox except the
 //! one it came from (that shard woke its own waiters already).
 
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use shards::inbox::InboxSender;
 use shards::ShardId;
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 /// Bound of the shard → mesh queue.
 pub const NOTICE_QUEUE_DEPTH: usize = 65_536;
@@ -41,12 +44,36 @@ pub struct Envelope {
     pub notice: Notice,
 }
 
-/// Starts the mesh thread. It ends when every sender of `rx` is dropped.
-pub fn start(rx: Receiver<Envelope>, shards: Vec<InboxSender<Notice>>) -> JoinHandle<()> {
-    std::thread::Builder::new()
+/// How often an idle mesh thread looks at the stop flag.
+const STOP_POLL: Duration = Duration::from_millis(100);
+
+/// The running mesh thread.
+#[derive(Debug)]
+pub struct Mesh {
+    /// The thread.
+    thread: JoinHandle<()>,
+    /// Set by `stop` once the shards ended (detached shard tasks may still
+    /// hold senders, so the channel closing cannot be relied on).
+    stop: Arc<AtomicBool>,
+}
+
+impl Mesh {
+    /// Stops the thread and waits for it.
+    pub fn stop(self) {
+        self.stop.store(true, Ordering::Release);
+        let _ = self.thread.join();
+    }
+}
+
+/// Starts the mesh thread.
+pub fn start(rx: Receiver<Envelope>, shards: Vec<InboxSender<Notice>>) -> Mesh {
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    let thread = std::thread::Builder::new()
         .name("mesh".into())
-        .spawn(move || run(rx, shards))
-        .expect("spawning a thread at boot")
+        .spawn(move || run(rx, shards, flag))
+        .expect("spawning a thread at boot");
+    Mesh { thread, stop }
 }
 
 /// Creates the shard → mesh queue.
@@ -54,10 +81,15 @@ pub fn channel() -> (Sender<Envelope>, Receiver<Envelope>) {
     crossbeam_channel::bounded(NOTICE_QUEUE_DEPTH)
 }
 
-fn run(rx: Receiver<Envelope>, shards: Vec<InboxSender<Notice>>) {
+fn run(rx: Receiver<Envelope>, shards: Vec<InboxSender<Notice>>, stop: Arc<AtomicBool>) {
     let mut seen: HashSet<(usize, Notice)> = HashSet::new();
     let mut batch = Vec::with_capacity(DRAIN_BATCH);
-    while let Ok(first) = rx.recv() {
+    loop {
+        let first = match rx.recv_timeout(STOP_POLL) {
+            Ok(e) => e,
+            Err(RecvTimeoutError::Timeout) if !stop.load(Ordering::Acquire) => continue,
+            Err(_) => return,
+        };
         batch.push(first);
         while batch.len() < DRAIN_BATCH {
             match rx.try_recv() {

@@ -16,7 +16,7 @@
 use super::jobs::*;
 use super::schema;
 use crate::config::Config;
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use postgres::types::{to_sql_checked, IsNull, ToSql, Type};
 use postgres::NoTls;
 use r2d2_postgres::PostgresConnectionManager;
@@ -29,11 +29,18 @@ use std::time::Duration;
 
 type Pool = r2d2::Pool<PostgresConnectionManager<NoTls>>;
 
+/// How often an idle DB thread looks at the stop flag.
+const STOP_POLL: Duration = Duration::from_millis(100);
+
 /// The running DB thread group.
 #[derive(Debug)]
 pub struct DbGroup {
-    /// Worker threads; they end when every job sender is dropped.
+    /// Worker threads and the boot thread.
     threads: Vec<JoinHandle<()>>,
+    /// Set by `stop`; DB threads finish the job in hand and end. Detached
+    /// shard tasks may still hold job senders, so the channel closing alone
+    /// cannot be relied on to end them.
+    stop: Arc<AtomicBool>,
 }
 
 impl DbGroup {
@@ -55,31 +62,38 @@ impl DbGroup {
             .test_on_check_out(false)
             .build_unchecked(manager);
         let ready = Arc::new(AtomicBool::new(false));
+        let stop = Arc::new(AtomicBool::new(false));
         let replies = Arc::new(replies);
         let mut threads = Vec::new();
-        let boot_ready = ready.clone();
+        let (boot_ready, boot_stop) = (ready.clone(), stop.clone());
         let apply = cfg.apply_schema;
         threads.push(
             std::thread::Builder::new()
                 .name("db-boot".into())
-                .spawn(move || boot(pg, apply, boot_ready))
+                .spawn(move || boot(pg, apply, boot_ready, boot_stop))
                 .expect("spawning a thread at boot"),
         );
         for n in 0..cfg.db_pool_size {
-            let (rx, pool, ready, replies) =
-                (rx.clone(), pool.clone(), ready.clone(), replies.clone());
+            let (rx, pool, ready, replies, stop) = (
+                rx.clone(),
+                pool.clone(),
+                ready.clone(),
+                replies.clone(),
+                stop.clone(),
+            );
             threads.push(
                 std::thread::Builder::new()
                     .name(format!("db-{n}"))
-                    .spawn(move || serve(rx, pool, ready, replies))
+                    .spawn(move || serve(rx, pool, ready, replies, stop))
                     .expect("spawning a thread at boot"),
             );
         }
-        (DbGroup { threads }, tx)
+        (DbGroup { threads, stop }, tx)
     }
 
-    /// Waits for every DB thread to end (after every job sender is dropped).
-    pub fn join(self) {
+    /// Stops the group (call after the shards ended) and waits for its threads.
+    pub fn stop(self) {
+        self.stop.store(true, Ordering::Release);
         for t in self.threads {
             let _ = t.join();
         }
@@ -105,10 +119,10 @@ fn pg_config(cfg: &Config) -> postgres::Config {
 }
 
 /// Connects and applies the schema, retrying with backoff until it works.
-fn boot(pg: postgres::Config, apply: bool, ready: Arc<AtomicBool>) {
+fn boot(pg: postgres::Config, apply: bool, ready: Arc<AtomicBool>, stop: Arc<AtomicBool>) {
     let mut delay = Duration::from_millis(200);
     let mut attempt = 1u32;
-    loop {
+    while !stop.load(Ordering::Acquire) {
         let outcome = pg
             .connect(NoTls)
             .map_err(|e| schema::describe(&e))
@@ -127,7 +141,10 @@ fn boot(pg: postgres::Config, apply: bool, ready: Arc<AtomicBool>) {
                     "PostgreSQL not ready (attempt {attempt}, next in {} ms): {e}",
                     delay.as_millis()
                 );
-                std::thread::sleep(delay);
+                let until = std::time::Instant::now() + delay;
+                while std::time::Instant::now() < until && !stop.load(Ordering::Acquire) {
+                    std::thread::sleep(STOP_POLL);
+                }
                 delay = (delay * 2).min(Duration::from_secs(5));
                 attempt += 1;
             }
@@ -140,8 +157,14 @@ fn serve(
     pool: Pool,
     ready: Arc<AtomicBool>,
     replies: Arc<Vec<InboxSender<ReplyEnvelope>>>,
+    stop: Arc<AtomicBool>,
 ) {
-    while let Ok(env) = rx.recv() {
+    loop {
+        let env = match rx.recv_timeout(STOP_POLL) {
+            Ok(env) => env,
+            Err(RecvTimeoutError::Timeout) if !stop.load(Ordering::Acquire) => continue,
+            Err(_) => return,
+        };
         let reply = if ready.load(Ordering::Acquire) {
             run(&pool, env.job)
         } else {
