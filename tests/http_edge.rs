@@ -140,9 +140,9 @@ fn keep_alive_serves_three_requests_on_one_socket() {
             &json!({"items": [{"queue": "ka", "transactionId": "k"}]}),
         )
         .unwrap();
-    assert_eq!(r.status, 201);
+    assert_eq!(r.status, 201, "{}", r.text());
     let r = c.get("/api/v1/pop/queue/ka?batch=1").unwrap();
-    assert_eq!(r.status, 200);
+    assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(txids(&r.json()), vec!["k"]);
     assert_eq!(c.local_port(), port, "same TCP connection throughout");
 }
