@@ -244,3 +244,17 @@ fn second_broker_on_the_same_port_exits_non_zero_quickly() {
         "the first broker still serves"
     );
 }
+
+#[test]
+fn large_bodies_spanning_several_reads_are_accepted() {
+    let db = Db::fresh();
+    let b = Broker::start(&db);
+    for (n, size) in [(50usize, 100usize), (10, 20_000), (1, 300_000)] {
+        let items: Vec<Value> = (0..n)
+            .map(|i| json!({"queue": "lb", "transactionId": format!("{size}-{i}"), "payload": {"s": "y".repeat(size)}}))
+            .collect();
+        let r = b.post_json("/api/v1/push", &json!({"items": items}));
+        assert_eq!(r.status, 201, "{n} items of {size} B on a fresh connection: {}", r.text());
+        assert_eq!(r.json_array().len(), n);
+    }
+}
