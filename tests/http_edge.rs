@@ -254,7 +254,12 @@ fn large_bodies_spanning_several_reads_are_accepted() {
             .map(|i| json!({"queue": "lb", "transactionId": format!("{size}-{i}"), "payload": {"s": "y".repeat(size)}}))
             .collect();
         let r = b.post_json("/api/v1/push", &json!({"items": items}));
-        assert_eq!(r.status, 201, "{n} items of {size} B on a fresh connection: {}", r.text());
+        assert_eq!(
+            r.status,
+            201,
+            "{n} items of {size} B on a fresh connection: {}",
+            r.text()
+        );
         assert_eq!(r.json_array().len(), n);
     }
 }

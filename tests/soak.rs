@@ -249,6 +249,7 @@ fn soak_every_group_gets_every_message_once_in_order_under_exclusive_leases() {
 
     // 1. Nothing unknown delivered; every message reached every group.
     let mut never_delivered = Vec::new();
+    #[allow(clippy::needless_range_loop)]
     for g in 0..GROUPS.len() {
         let delivered: HashSet<&str> = deliveries
             .iter()
@@ -279,6 +280,7 @@ fn soak_every_group_gets_every_message_once_in_order_under_exclusive_leases() {
     for a in &acks {
         *ack_count.entry((a.group, a.id.as_str())).or_default() += 1;
     }
+    #[allow(clippy::needless_range_loop)]
     for g in 0..GROUPS.len() {
         for id in pushed.keys() {
             let n = ack_count.get(&(g, id.as_str())).copied().unwrap_or(0);

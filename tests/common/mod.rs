@@ -359,7 +359,10 @@ fn spawn_guard(root: &Path, data: &Path) {
         data = data.display(),
         root = root.display()
     );
-    Command::new("sh")
+    // The guard outlives this process on purpose (it cleans up after a
+    // killed test binary), so it is never waited for.
+    #[allow(clippy::zombie_processes)]
+    let _guard = Command::new("sh")
         .arg("-c")
         .arg(script)
         .stdin(Stdio::null())
