@@ -168,11 +168,15 @@ fn request_after_a_slow_handler_on_the_same_connection_is_served() {
     // its read space must not stay in the buffer and be parsed as a request.
     let server = start(|_| {});
     let mut s = connect(server.addr);
-    s.write_all(b"GET /sleep?ms=30 HTTP/1.1\r\n\r\n").expect("write");
+    s.write_all(b"GET /sleep?ms=30 HTTP/1.1\r\n\r\n")
+        .expect("write");
     assert!(read_response(&mut s).ends_with("/sleep"));
     s.write_all(b"GET /next HTTP/1.1\r\n\r\n").expect("write");
     let r = read_response(&mut s);
-    assert!(r.starts_with("HTTP/1.1 200 OK") && r.ends_with("/next"), "{r}");
+    assert!(
+        r.starts_with("HTTP/1.1 200 OK") && r.ends_with("/next"),
+        "{r}"
+    );
     server.stop();
 }
 
