@@ -3,9 +3,9 @@
 #
 #   1. cargo fmt --all -- --check
 #   2. cargo clippy --workspace --all-targets -- -D warnings
-#   3. cargo test --release --workspace   (tests/ start their own PostgreSQL)
+#   3. cargo test --profile ci --workspace   (tests/ start their own PostgreSQL)
 #   4. real-client check: clients/python/check_client.py (queen-mq 1.3.0 from
-#      PyPI, in a venv) against target/release/queen on a private cluster
+#      PyPI, in a venv) against target/ci/queen on a private cluster
 #
 # Every step runs even when an earlier one failed (except 4 when the build
 # fails); the exit code is non-zero when any step failed.
@@ -13,13 +13,16 @@
 #   QUEEN_TEST_STEPS    steps to run, default "fmt clippy test client"
 #   QUEEN_TEST_TIMEOUT  seconds allowed for `cargo test` (default 1500)
 #   QUEEN_VENV          venv for the Python client (default <repo>/.venv)
-#   QUEEN_SKIP_BUILD=1  client step: use the existing target/release/queen
+#   QUEEN_SKIP_BUILD=1  client step: use the existing target/<profile>/queen
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 
 STEPS=${QUEEN_TEST_STEPS:-fmt clippy test client}
+# Cargo profile of the test build and of the binary the client check runs
+# (Cargo.toml: release without LTO, parallel codegen).
+PROFILE=${QUEEN_TEST_PROFILE:-ci}
 declare -a RESULTS=()
 FAILED=0
 START_ALL=$SECONDS
@@ -71,10 +74,10 @@ client_cleanup() {
 client_check() {
     local py bin pgport port rc
     py=$("$ROOT/tools/venv.sh") || { echo "test.sh: could not prepare the Python venv"; return 1; }
-    bin="${CARGO_TARGET_DIR:-$ROOT/target}/release/queen"
+    bin="${CARGO_TARGET_DIR:-$ROOT/target}/$PROFILE/queen"
     if [[ "${QUEEN_SKIP_BUILD:-0}" != 1 ]]; then
-        echo "test.sh: cargo build --release (the binary the client check runs)"
-        cargo build --release || return 1
+        echo "test.sh: cargo build --profile $PROFILE (the binary the client check runs)"
+        cargo build --profile "$PROFILE" || return 1
     fi
     [[ -x "$bin" ]] || { echo "test.sh: $bin missing after build"; return 1; }
 
@@ -145,7 +148,7 @@ if want clippy; then
 fi
 if want test; then
     run_step test timeout --foreground --kill-after=30 "${QUEEN_TEST_TIMEOUT:-1500}" \
-        cargo test --release --workspace
+        cargo test --profile "$PROFILE" --workspace
 fi
 if want client; then
     run_step client client_step
