@@ -21,7 +21,7 @@ push:    --batch 1 --conns 50 --partitions 1 --duration 10 --warmup 2 --payload-
 drain:   --prefill 100000 --partitions 100 --prefill-conns 20 --batch 100 --conns 10
          [--auto-ack] --wait-ms 1000 --idle-secs 5 --max-secs 120 --warmup-msgs 2000
          --payload-bytes 100
-latency: --rate 1000 --batch 1 --producers 16 --consumers 1 --partitions 10
+latency: --rate 1000 --batch 1 --producers 64 --consumers 1 --partitions 10
          --duration 10 --warmup 2 [--auto-ack] --pop-batch 100 --wait-ms 1000
          --grace-secs 5 --payload-bytes 100
 summarize: --input results.jsonl   (markdown table of medians and ratios)
@@ -82,7 +82,7 @@ fn latency_opts(a: &Args) -> Result<latency::LatencyOpts, ArgError> {
     Ok(latency::LatencyOpts {
         rate: a.get("rate", 1000.0f64)?,
         batch: a.get("batch", 1usize)?.max(1),
-        producers: a.get("producers", 16usize)?.max(1),
+        producers: a.get("producers", 64usize)?.max(1),
         consumers: a.get("consumers", 1usize)?.max(1),
         partitions: a.get("partitions", 10usize)?.max(1),
         duration: secs(a, "duration", 10.0)?,
