@@ -12,6 +12,7 @@
 //! | [`shutdown`](mod@shutdown) | process-wide one-shot trigger, signal wait, [`shutdown::LocalSignal`] | trigger: any; wait: shards; signals: main |
 //! | [`http`]     | `Request`/`Response`, sans-I/O decoder, codec errors     | the connection's shard |
 //! | [`listen`]   | `ServerConfig`, `Handler`, SO_REUSEPORT bind, accept loop, gate, port probe | each serving shard |
+//! | [`segment`]  | append-only record files: group-committed appends, torn-tail and corruption detection | the owning shard |
 //! | `conn`       | one connection's task: timeouts, handler cancellation     | the accepting shard |
 //!
 //! # Threads and ownership
@@ -41,6 +42,7 @@ pub mod http;
 pub mod inbox;
 pub mod listen;
 pub mod pool;
+pub mod segment;
 pub mod shutdown;
 
 pub use http::{HttpError, Method, Request, Response};
