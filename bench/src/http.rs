@@ -36,6 +36,12 @@ impl fmt::Display for HttpError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             HttpError::Connect(e) => write!(f, "connect: {e}"),
+            // A read timeout (SO_RCVTIMEO) surfaces as EAGAIN: name it.
+            HttpError::Io(e)
+                if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) =>
+            {
+                write!(f, "timed out waiting for the response")
+            }
             HttpError::Io(e) => write!(f, "io: {e}"),
             HttpError::Closed => write!(f, "connection closed mid-response"),
             HttpError::Malformed(why) => write!(f, "malformed response: {why}"),
