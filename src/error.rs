@@ -13,6 +13,8 @@ pub enum ApiError {
     BadRequest(String),
     /// No route has this path.
     NoSuchRoute,
+    /// The named group, queue, partition or message does not exist (the text says which).
+    NotFound(String),
     /// The path exists with other methods.
     MethodNotAllowed,
     /// PostgreSQL is unreachable or saturated; retry later.
@@ -26,6 +28,7 @@ impl ApiError {
         match self {
             ApiError::BadRequest(_) => (400, "bad_request"),
             ApiError::NoSuchRoute => (404, "no_such_route"),
+            ApiError::NotFound(_) => (404, "not_found"),
             ApiError::MethodNotAllowed => (405, "method_not_allowed"),
             ApiError::Unavailable(_) => (503, "unavailable"),
             ApiError::Internal(_) => (500, "internal"),
@@ -47,7 +50,10 @@ impl ApiError {
 impl fmt::Display for ApiError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ApiError::BadRequest(m) | ApiError::Unavailable(m) | ApiError::Internal(m) => {
+            ApiError::BadRequest(m)
+            | ApiError::NotFound(m)
+            | ApiError::Unavailable(m)
+            | ApiError::Internal(m) => {
                 f.write_str(m)
             }
             ApiError::NoSuchRoute => f.write_str("Not found"),

@@ -5,8 +5,10 @@
 //! (`ApiError::into_response`) and nowhere else.
 
 mod ack;
+mod admin;
 mod configure;
 mod dlq;
+mod groups;
 mod health;
 mod lease;
 pub mod params;
@@ -69,6 +71,23 @@ async fn route(shard: &Rc<Shard>, req: Request) -> Result<Response, ApiError> {
         (Post, ["api", "v1", "lease", id, "extend"]) => lease::handle(shard, &req, id).await,
         (Post, ["api", "v1", "transaction"]) => txn::handle(shard, &req).await,
         (Get, ["api", "v1", "dlq"]) => dlq::handle(shard, &req).await,
+        // consumer groups (§11): `lagging` before `{group}`
+        (Get, ["api", "v1", "consumer-groups"]) => groups::list(shard, &req).await,
+        (Get, ["api", "v1", "consumer-groups", "lagging"]) => groups::lagging(shard, &req).await,
+        (Get, ["api", "v1", "consumer-groups", g]) => groups::detail(shard, &req, g).await,
+        (Delete, ["api", "v1", "consumer-groups", g]) => groups::delete(shard, &req, g, None).await,
+        (Post, ["api", "v1", "consumer-groups", g, "subscription"]) => {
+            groups::subscription(shard, &req, g).await
+        }
+        (Delete, ["api", "v1", "consumer-groups", g, "queues", q]) => {
+            groups::delete(shard, &req, g, Some(q)).await
+        }
+        (Post, ["api", "v1", "consumer-groups", g, "queues", q, "seek"]) => {
+            groups::seek(shard, &req, g, q, None).await
+        }
+        (Post, ["api", "v1", "consumer-groups", g, "queues", q, "partitions", p, "seek"]) => {
+            groups::seek(shard, &req, g, q, Some(p)).await
+        }
         (_, path) if known_path(path) => Err(ApiError::MethodNotAllowed),
         _ => Err(ApiError::NoSuchRoute),
     }

@@ -27,6 +27,58 @@ pub enum Proc {
     Transaction,
     /// `queen.dlq_list`.
     DlqList,
+    /// `queen.cg_list`: consumer groups with lag per queue (§11).
+    CgList,
+    /// `queen.cg_lagging`: lagging partitions of every group (§11).
+    CgLagging,
+    /// `queen.cg_detail`: one group's partitions by queue (§11).
+    CgDetail,
+    /// `queen.cg_delete`: delete a group's cursors (and metadata) (§11).
+    CgDelete,
+    /// `queen.cg_subscription`: rewrite a group's subscription timestamp (§11).
+    CgSubscription,
+    /// `queen.cg_seek`: move a group's cursors on a queue or partition (§11).
+    CgSeek,
+    /// `queen.res_queues`: queues catalogue (§8).
+    ResQueues,
+    /// `queen.res_queue`: one queue with partitions and totals (§8).
+    ResQueue,
+    /// `queen.res_queue_delete`: delete a queue and everything under it (§8).
+    ResQueueDelete,
+    /// `queen.res_depth`: pending depth of a queue (§8).
+    ResDepth,
+    /// `queen.res_namespaces`: namespaces catalogue (§8).
+    ResNamespaces,
+    /// `queen.res_tasks`: tasks catalogue (§8).
+    ResTasks,
+    /// `queen.res_overview`: system overview (§8).
+    ResOverview,
+    /// `queen.res_partitions`: partitions catalogue (§8).
+    ResPartitions,
+    /// `queen.queue_clear`: delete a queue's messages, keep the queue (§8).
+    QueueClear,
+    /// `queen.msg_list`: message listing with filters (§9).
+    MsgList,
+    /// `queen.msg_detail`: one message (§9).
+    MsgDetail,
+    /// `queen.msg_delete`: delete one message (§9).
+    MsgDelete,
+    /// `queen.msg_retry`: replay a dead letter by message or DLQ row id (§9).
+    MsgRetry,
+    /// `queen.msg_to_dlq`: move a message to the DLQ (§9).
+    MsgToDlq,
+    /// `queen.dlq_delete`: delete DLQ rows of a queue (§9).
+    DlqDelete,
+    /// `queen.trace_add`: record a trace event (§10).
+    TraceAdd,
+    /// `queen.trace_by_message`: traces of one message (§10).
+    TraceByMessage,
+    /// `queen.trace_by_name`: traces by trace name (§10).
+    TraceByName,
+    /// `queen.trace_names`: trace names with counts (§10).
+    TraceNames,
+    /// `queen.maintenance`: one bounded background-job round (retention, eviction, lease reclaim) under its advisory lock.
+    Maintenance,
 }
 
 impl Proc {
@@ -39,6 +91,32 @@ impl Proc {
             Proc::ExtendLease => "SELECT queen.extend_lease($1::jsonb)",
             Proc::Transaction => "SELECT queen.transaction($1::jsonb)",
             Proc::DlqList => "SELECT queen.dlq_list($1::jsonb)",
+            Proc::CgList => "SELECT queen.cg_list($1::jsonb)",
+            Proc::CgLagging => "SELECT queen.cg_lagging($1::jsonb)",
+            Proc::CgDetail => "SELECT queen.cg_detail($1::jsonb)",
+            Proc::CgDelete => "SELECT queen.cg_delete($1::jsonb)",
+            Proc::CgSubscription => "SELECT queen.cg_subscription($1::jsonb)",
+            Proc::CgSeek => "SELECT queen.cg_seek($1::jsonb)",
+            Proc::ResQueues => "SELECT queen.res_queues($1::jsonb)",
+            Proc::ResQueue => "SELECT queen.res_queue($1::jsonb)",
+            Proc::ResQueueDelete => "SELECT queen.res_queue_delete($1::jsonb)",
+            Proc::ResDepth => "SELECT queen.res_depth($1::jsonb)",
+            Proc::ResNamespaces => "SELECT queen.res_namespaces($1::jsonb)",
+            Proc::ResTasks => "SELECT queen.res_tasks($1::jsonb)",
+            Proc::ResOverview => "SELECT queen.res_overview($1::jsonb)",
+            Proc::ResPartitions => "SELECT queen.res_partitions($1::jsonb)",
+            Proc::QueueClear => "SELECT queen.queue_clear($1::jsonb)",
+            Proc::MsgList => "SELECT queen.msg_list($1::jsonb)",
+            Proc::MsgDetail => "SELECT queen.msg_detail($1::jsonb)",
+            Proc::MsgDelete => "SELECT queen.msg_delete($1::jsonb)",
+            Proc::MsgRetry => "SELECT queen.msg_retry($1::jsonb)",
+            Proc::MsgToDlq => "SELECT queen.msg_to_dlq($1::jsonb)",
+            Proc::DlqDelete => "SELECT queen.dlq_delete($1::jsonb)",
+            Proc::TraceAdd => "SELECT queen.trace_add($1::jsonb)",
+            Proc::TraceByMessage => "SELECT queen.trace_by_message($1::jsonb)",
+            Proc::TraceByName => "SELECT queen.trace_by_name($1::jsonb)",
+            Proc::TraceNames => "SELECT queen.trace_names($1::jsonb)",
+            Proc::Maintenance => "SELECT queen.maintenance($1::jsonb)",
         }
     }
 }

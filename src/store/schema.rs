@@ -20,6 +20,7 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../../sql/005_transaction.sql"),
     ),
     ("006_dlq.sql", include_str!("../../sql/006_dlq.sql")),
+    ("010_groups.sql", include_str!("../../sql/010_groups.sql")),
 ];
 
 /// Applies every file; returns the name of the file that failed with the error.
