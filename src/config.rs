@@ -28,6 +28,14 @@ pub const DEFAULT_DB_QUEUE_DEPTH: usize = 4096;
 pub const DEFAULT_POP_TIMEOUT_MS: u64 = 30_000;
 /// Pop batch when the request has none (1.x brokers use 200; the 1.3.0 client omits it).
 pub const DEFAULT_POP_BATCH: u32 = 200;
+/// Mesh TCP port when neither `QUEEN_MESH_PORT` nor `QUEEN_UDP_NOTIFY_PORT`
+/// is set (the Queen default: the HTTP default plus one).
+pub const DEFAULT_MESH_PORT: u16 = 6633;
+/// Mesh heartbeat period in ms (the Queen default): a few per dead threshold.
+pub const DEFAULT_SYNC_HEARTBEAT_MS: u64 = 1000;
+/// Silence in ms after which a peer counts as dead (the Queen default: five
+/// missed heartbeats, so one slow heartbeat does not flap the state).
+pub const DEFAULT_SYNC_DEAD_THRESHOLD_MS: u64 = 5000;
 
 /// Where a new named consumer group starts when its first pop names no mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,6 +73,56 @@ pub struct Config {
     pub pop: PopConfig,
     /// Spool directory (`FILE_BUFFER_DIR`); used by the spool (later issue).
     pub file_buffer_dir: String,
+    /// Inter-broker mesh (`QUEEN_MESH_*`, `QUEEN_SYNC_*`).
+    pub mesh: MeshConfig,
+}
+
+/// The mesh's TCP side (config.md §9). Local fan-out between shards always runs.
+#[derive(Clone)]
+pub struct MeshConfig {
+    /// `QUEEN_SYNC_ENABLED`: the TCP side on/off (inert without peers).
+    pub enabled: bool,
+    /// Listener address: `QUEEN_MESH_BIND_ADDR` (default: the HTTP bind host)
+    /// and `QUEEN_MESH_PORT` (fallback `QUEEN_UDP_NOTIFY_PORT`).
+    pub addr: SocketAddr,
+    /// `QUEEN_MESH_PEERS` (fallback `QUEEN_UDP_PEERS`) as `host:port`.
+    pub peers: Vec<String>,
+    /// `QUEEN_MESH_ADVERTISE_HOST` (default: the OS hostname).
+    pub advertise_host: String,
+    /// `QUEEN_SYNC_SECRET` decoded from 64 hex chars; empty = unauthenticated.
+    pub secret: Vec<u8>,
+    /// `QUEEN_SYNC_HEARTBEAT_MS`.
+    pub heartbeat: Duration,
+    /// `QUEEN_SYNC_DEAD_THRESHOLD_MS`.
+    pub dead_threshold: Duration,
+}
+
+impl MeshConfig {
+    /// Whether the TCP side runs: enabled and at least one peer (SEC-30).
+    pub fn tcp_active(&self) -> bool {
+        self.enabled && !self.peers.is_empty()
+    }
+}
+
+impl fmt::Debug for MeshConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MeshConfig")
+            .field("enabled", &self.enabled)
+            .field("addr", &self.addr)
+            .field("peers", &self.peers)
+            .field("advertise_host", &self.advertise_host)
+            .field(
+                "secret",
+                &if self.secret.is_empty() {
+                    "<unset>"
+                } else {
+                    "<set>"
+                },
+            )
+            .field("heartbeat", &self.heartbeat)
+            .field("dead_threshold", &self.dead_threshold)
+            .finish()
+    }
 }
 
 /// PostgreSQL connection settings (`PG_*`, `DB_*`).
@@ -260,6 +318,7 @@ impl Config {
             wait_backoff_multiplier: env.parse("POP_WAIT_BACKOFF_MULTIPLIER", 2.0)?,
             wait_max_ms: env.parse("POP_WAIT_MAX_INTERVAL_MS", 1000)?.max(1),
         };
+        let mesh = parse_mesh(&env, http_addr, &hostname)?;
         Ok(Config {
             http_addr,
             nr_shards,
@@ -279,6 +338,7 @@ impl Config {
             file_buffer_dir: env
                 .non_empty("FILE_BUFFER_DIR")
                 .unwrap_or_else(|| "/var/lib/queen/buffers".into()),
+            mesh,
         })
     }
 
@@ -286,7 +346,8 @@ impl Config {
     pub fn describe(&self) -> String {
         format!(
             "listen=http://{} shards={} cores={} worker_id={} server_id={} max_body={}B \
-             pg={}@{}:{}/{} password={} db_threads={} apply_schema={} pop_timeout={}ms spool_dir={}",
+             pg={}@{}:{}/{} password={} db_threads={} apply_schema={} pop_timeout={}ms spool_dir={} \
+             mesh_listen={} mesh_peers={} mesh_enabled={}",
             self.http_addr,
             self.nr_shards,
             shards::pool::usable_cores(),
@@ -302,8 +363,93 @@ impl Config {
             self.apply_schema,
             self.pop.default_timeout_ms,
             self.file_buffer_dir,
+            self.mesh.addr,
+            self.mesh.peers.join(","),
+            self.mesh.enabled,
         )
     }
+}
+
+/// The mesh variables (config.md §9; SEC-03: the bind host follows
+/// `QUEEN_BIND_ADDR` unless `QUEEN_MESH_BIND_ADDR` is set, and neither moves
+/// the advertised host). A peer without a port uses this broker's mesh port,
+/// as brokers of one cluster run one configuration.
+fn parse_mesh(env: &Env, http_addr: SocketAddr, hostname: &str) -> Result<MeshConfig, ConfigError> {
+    let port: u16 = match env.non_empty("QUEEN_MESH_PORT") {
+        Some(_) => env.parse("QUEEN_MESH_PORT", DEFAULT_MESH_PORT)?,
+        None => env.parse("QUEEN_UDP_NOTIFY_PORT", DEFAULT_MESH_PORT)?,
+    };
+    let host = match env.string("QUEEN_MESH_BIND_ADDR") {
+        Some(v) => parse_bind_host("QUEEN_MESH_BIND_ADDR", &v)?,
+        None => http_addr.ip(),
+    };
+    let list = env
+        .non_empty("QUEEN_MESH_PEERS")
+        .or_else(|| env.non_empty("QUEEN_UDP_PEERS"))
+        .unwrap_or_default();
+    let peers = list
+        .split(',')
+        .map(|p| {
+            let p = p.trim();
+            let p = p.strip_prefix("http://").unwrap_or(p).trim_end_matches('/');
+            // `[v6]:port` or `host:port`; a bare IPv6 literal has several colons.
+            let has_port = (p.starts_with('[') && p.contains("]:"))
+                || (!p.starts_with('[') && p.matches(':').count() == 1);
+            if has_port {
+                p.to_string()
+            } else if p.contains(':') && !p.starts_with('[') {
+                format!("[{p}]:{port}")
+            } else {
+                format!("{p}:{port}")
+            }
+        })
+        .filter(|p| !p.starts_with(':') && !p.starts_with("[]"))
+        .collect();
+    let secret_hex = env.string("QUEEN_SYNC_SECRET").unwrap_or_default();
+    let secret_hex = secret_hex.trim();
+    let secret = if secret_hex.is_empty() {
+        Vec::new()
+    } else {
+        decode_hex(secret_hex)
+            .filter(|k| k.len() == 32)
+            .ok_or_else(|| ConfigError {
+                var: "QUEEN_SYNC_SECRET",
+                reason: "must be 64 hex characters (32 bytes)".into(),
+            })?
+    };
+    let heartbeat = env.parse("QUEEN_SYNC_HEARTBEAT_MS", DEFAULT_SYNC_HEARTBEAT_MS)?;
+    let dead = env.parse(
+        "QUEEN_SYNC_DEAD_THRESHOLD_MS",
+        DEFAULT_SYNC_DEAD_THRESHOLD_MS,
+    )?;
+    if heartbeat == 0 || dead <= heartbeat {
+        return Err(ConfigError {
+            var: "QUEEN_SYNC_DEAD_THRESHOLD_MS",
+            reason: format!("{dead} must exceed QUEEN_SYNC_HEARTBEAT_MS ({heartbeat}, at least 1)"),
+        });
+    }
+    Ok(MeshConfig {
+        enabled: env.bool("QUEEN_SYNC_ENABLED", true)?,
+        addr: SocketAddr::new(host, port),
+        peers,
+        advertise_host: env
+            .non_empty("QUEEN_MESH_ADVERTISE_HOST")
+            .unwrap_or_else(|| hostname.to_string()),
+        secret,
+        heartbeat: Duration::from_millis(heartbeat),
+        dead_threshold: Duration::from_millis(dead),
+    })
+}
+
+/// Decodes an even-length hex string.
+pub fn decode_hex(s: &str) -> Option<Vec<u8>> {
+    if !s.len().is_multiple_of(2) || !s.is_ascii() {
+        return None;
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).ok())
+        .collect()
 }
 
 /// `QUEEN_BIND_ADDR` rules (SEC-02): not empty, no port, IPv6 literal allowed.
@@ -416,5 +562,40 @@ mod tests {
         assert!(!format!("{c:?}").contains("hunter2secret"));
         assert!(!c.describe().contains("hunter2secret"));
         assert!(c.describe().contains("<set:13 chars>"));
+    }
+
+    #[test]
+    fn mesh_defaults_fallbacks_and_peers() {
+        let c = cfg(&[]).unwrap();
+        assert_eq!(c.mesh.addr.port(), DEFAULT_MESH_PORT);
+        assert!(!c.mesh.tcp_active());
+        let c = cfg(&[
+            ("QUEEN_BIND_ADDR", "127.0.0.1"),
+            ("QUEEN_UDP_NOTIFY_PORT", "7001"),
+            ("QUEEN_UDP_PEERS", "http://a:7002, b ,::1"),
+        ])
+        .unwrap();
+        assert_eq!(c.mesh.addr.to_string(), "127.0.0.1:7001");
+        assert_eq!(c.mesh.peers, vec!["a:7002", "b:7001", "[::1]:7001"]);
+        assert!(c.mesh.tcp_active());
+        let c = cfg(&[
+            ("QUEEN_MESH_PORT", "7005"),
+            ("QUEEN_UDP_NOTIFY_PORT", "7001"),
+        ])
+        .unwrap();
+        assert_eq!(c.mesh.addr.port(), 7005);
+        assert_eq!(
+            cfg(&[("QUEEN_MESH_BIND_ADDR", "1.2.3.4:5")])
+                .unwrap_err()
+                .var,
+            "QUEEN_MESH_BIND_ADDR"
+        );
+        assert_eq!(
+            cfg(&[("QUEEN_SYNC_SECRET", "abc")]).unwrap_err().var,
+            "QUEEN_SYNC_SECRET"
+        );
+        let c = cfg(&[("QUEEN_SYNC_SECRET", &"ab".repeat(32))]).unwrap();
+        assert_eq!(c.mesh.secret.len(), 32);
+        assert!(!format!("{c:?}").contains("abab"));
     }
 }

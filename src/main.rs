@@ -59,6 +59,17 @@ fn main() {
         );
         std::process::exit(1);
     }
+    // The mesh listener is bound here, before any thread starts (issue 5).
+    let mesh_listener = match mesh::bind(&cfg) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!(
+                "queen: cannot listen on mesh port {}: {e} (port in use?)",
+                cfg.mesh.addr
+            );
+            std::process::exit(1);
+        }
+    };
     if let Err(e) = shards::shutdown::block_signals() {
         eprintln!("queen: cannot block signals: {e}");
         std::process::exit(1);
@@ -82,7 +93,7 @@ fn main() {
     let (trigger, shutdown) = shards::shutdown::shutdown();
 
     let (db, jobs) = store::db_group::DbGroup::start(&cfg, reply_tx);
-    let mesh = mesh::start(mesh_rx, notice_tx);
+    let mesh = mesh::start(&cfg, mesh_listener, mesh_rx, notice_tx);
     let inits: Vec<shard::ShardInit> = reply_rx
         .into_iter()
         .zip(notice_rx)
@@ -92,6 +103,7 @@ fn main() {
             notices,
             jobs: jobs.clone(),
             mesh: mesh_tx.clone(),
+            mesh_state: mesh.state(),
             shutdown: shutdown.clone(),
         })
         .collect();

@@ -14,6 +14,7 @@ mod lease;
 pub mod params;
 mod pop;
 mod push;
+mod shared_state;
 mod txn;
 
 use crate::error::ApiError;
@@ -71,6 +72,7 @@ async fn route(shard: &Rc<Shard>, req: Request) -> Result<Response, ApiError> {
         (Post, ["api", "v1", "lease", id, "extend"]) => lease::handle(shard, &req, id).await,
         (Post, ["api", "v1", "transaction"]) => txn::handle(shard, &req).await,
         (Get, ["api", "v1", "dlq"]) => dlq::handle(shard, &req).await,
+        (Get, ["api", "v1", "system", "shared-state"]) => shared_state::handle(shard).await,
         // consumer groups (§11): `lagging` before `{group}`
         (Get, ["api", "v1", "consumer-groups"]) => groups::list(shard, &req).await,
         (Get, ["api", "v1", "consumer-groups", "lagging"]) => groups::lagging(shard, &req).await,
@@ -108,6 +110,7 @@ fn known_path(s: &[&str]) -> bool {
             | ["api", "v1", "lease", _, "extend"]
             | ["api", "v1", "transaction"]
             | ["api", "v1", "dlq"]
+            | ["api", "v1", "system", "shared-state"]
     )
 }
 

@@ -1,18 +1,46 @@
-//! The mesh thread: carries notices (hints, never data) between shards, and
-//! later between brokers (the mesh issue adds the TCP side).
+//! The mesh: carries notices (hints, never data) between the shards of this
+//! broker and between brokers on one database.
+//!
+//! # Layout
+//! - `mod.rs` (this file): [`Notice`], the fan-out thread, boot ([`bind`], [`start`]).
+//! - `frame`: wire framing, per-frame MACs and sequence numbers.
+//! - `auth`: the HELLO handshake proving `QUEEN_SYNC_SECRET` over fresh
+//!   nonces from both sides, and the per-connection key derivation.
+//! - `peer`: the dialer, reader, listener and inbound threads.
+//! - `state`: peer states and counters, read by `GET /api/v1/system/shared-state`.
 //!
 //! # Threads and ownership
 //! Shards send [`Envelope`]s on one bounded crossbeam queue (`try_send`; a
 //! full queue drops the hint, which only costs latency because parked pops
-//! also recheck on a timer). The pinned `mesh` thread drains it in batches,
-//! drops repeats within a batch (a burst of pushes to one queue wakes each
-//! shard once), and forwards each notice to every shard's inbox except the
-//! one it came from (that shard woke its own waiters already).
+//! also recheck on a timer). The pinned `mesh` thread drains it and the
+//! queue of notices from peers in batches, drops repeats within a batch (a
+//! burst of pushes to one queue wakes each shard once), forwards each local
+//! notice to every shard's inbox except the one it came from (that shard
+//! woke its own waiters already) and, encoded once per batch, to every
+//! peer's dialer queue; a peer's notice goes to every local shard and never
+//! back out to peers (one hop: every broker dials every peer it lists).
+//! The TCP side (`peer`) runs on plain threads with blocking sockets, only
+//! when `QUEEN_SYNC_ENABLED` and `QUEEN_MESH_PEERS` is non-empty (SEC-30).
+//!
+//! # Decisions
+//! - [`Notice`] is an externally tagged serde enum, so any variant shape
+//!   crosses brokers; a receiver skips variants it does not know.
+//! - The mesh is never the only path: a lost notice costs latency, never a
+//!   message (parked pops recheck on `POP_WAIT_*`).
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+pub mod auth;
+pub mod frame;
+pub mod peer;
+pub mod state;
+
+use crate::config::Config;
+use crossbeam_channel::{Receiver, Sender};
+use serde::{Deserialize, Serialize};
 use shards::inbox::InboxSender;
 use shards::ShardId;
+use state::MeshState;
 use std::collections::HashSet;
+use std::net::TcpListener;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -22,11 +50,18 @@ use std::time::Duration;
 pub const NOTICE_QUEUE_DEPTH: usize = 65_536;
 /// Bound of each shard's notice inbox.
 pub const SHARD_INBOX_DEPTH: usize = 16_384;
+/// Bound of the peers → fan-out queue (as the shard → mesh queue: both are hints).
+const REMOTE_QUEUE_DEPTH: usize = 65_536;
+/// Encoded notice batches queued per peer dialer; a slower peer loses hints,
+/// never blocks the fan-out.
+const PEER_QUEUE_DEPTH: usize = 1024;
 /// Notices drained per round before fanning out.
 const DRAIN_BATCH: usize = 1024;
+/// Largest notice payload per frame, leaving room for the frame header and MAC.
+const MAX_PAYLOAD: usize = frame::MAX_FRAME_BYTES - 1024;
 
 /// A hint about state in PostgreSQL.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Notice {
     /// Messages were committed to `queue`.
     Pushed {
@@ -50,11 +85,14 @@ const STOP_POLL: Duration = Duration::from_millis(100);
 /// The running mesh thread.
 #[derive(Debug)]
 pub struct Mesh {
-    /// The thread.
+    /// The fan-out thread.
     thread: JoinHandle<()>,
     /// Set by `stop` once the shards ended (detached shard tasks may still
-    /// hold senders, so the channel closing cannot be relied on).
+    /// hold senders, so the channel closing cannot be relied on). The peer
+    /// threads see it too and end within a heartbeat; they are not joined.
     stop: Arc<AtomicBool>,
+    /// Peer states and counters.
+    state: Arc<MeshState>,
 }
 
 impl Mesh {
@@ -63,17 +101,99 @@ impl Mesh {
         self.stop.store(true, Ordering::Release);
         let _ = self.thread.join();
     }
+
+    /// The shared peer states and counters (for shards to read).
+    pub fn state(&self) -> Arc<MeshState> {
+        self.state.clone()
+    }
 }
 
-/// Starts the mesh thread.
-pub fn start(rx: Receiver<Envelope>, shards: Vec<InboxSender<Notice>>) -> Mesh {
+/// Binds the mesh listener when the TCP side runs: a plain, non-reuse bind,
+/// so a second broker on the same mesh port fails boot ("port in use").
+pub fn bind(cfg: &Config) -> std::io::Result<Option<TcpListener>> {
+    if !cfg.mesh.tcp_active() {
+        return Ok(None);
+    }
+    TcpListener::bind(cfg.mesh.addr).map(Some)
+}
+
+/// Starts the mesh thread (and, with a listener, the TCP side).
+pub fn start(
+    cfg: &Config,
+    listener: Option<TcpListener>,
+    rx: Receiver<Envelope>,
+    shards: Vec<InboxSender<Notice>>,
+) -> Mesh {
+    let m = &cfg.mesh;
+    let tcp = listener.is_some();
+    let peers = if tcp { m.peers.clone() } else { Vec::new() };
+    let state = Arc::new(MeshState::new(
+        tcp,
+        if tcp {
+            m.addr.to_string()
+        } else {
+            String::new()
+        },
+        !m.secret.is_empty(),
+        &peers,
+        m.dead_threshold,
+    ));
     let stop = Arc::new(AtomicBool::new(false));
+    let (remote_tx, remote_rx) = crossbeam_channel::bounded(REMOTE_QUEUE_DEPTH);
+    let mut peer_txs = Vec::new();
+    if let Some(l) = listener {
+        let advertise = format!("{}:{}", m.advertise_host, m.addr.port());
+        if m.secret.is_empty() {
+            log::warn!(
+                "mesh: UNAUTHENTICATED (QUEEN_SYNC_SECRET unset): anyone who reaches {} can \
+                 inject notices; set the secret or firewall the port to the other brokers",
+                m.addr
+            );
+        } else {
+            log::info!("mesh: authenticated (HMAC-SHA256 handshake and per-frame MACs)");
+        }
+        log::info!(
+            "mesh: listening on {} as {advertise}; peers: {}",
+            m.addr,
+            peers.join(",")
+        );
+        let ctx = Arc::new(peer::PeerCtx {
+            state: state.clone(),
+            me: auth::Identity {
+                server_id: cfg.server_id.clone(),
+                advertise,
+                boot: state.boot,
+                secret: m.secret.clone(),
+            },
+            remote: remote_tx,
+            heartbeat: m.heartbeat,
+            stop: stop.clone(),
+        });
+        peer::start_listener(ctx.clone(), l);
+        for i in 0..peers.len() {
+            let (tx, rx) = crossbeam_channel::bounded(PEER_QUEUE_DEPTH);
+            peer_txs.push(tx);
+            peer::start_dialer(ctx.clone(), i, rx);
+        }
+    } else {
+        drop(remote_tx);
+        log::info!("mesh: local fan-out only (QUEEN_SYNC_ENABLED off or QUEEN_MESH_PEERS empty)");
+    }
+    let fan = FanOut {
+        shards,
+        peers: peer_txs,
+        state: state.clone(),
+    };
     let flag = stop.clone();
     let thread = std::thread::Builder::new()
         .name("mesh".into())
-        .spawn(move || run(rx, shards, flag))
+        .spawn(move || run(rx, remote_rx, fan, flag))
         .expect("spawning a thread at boot");
-    Mesh { thread, stop }
+    Mesh {
+        thread,
+        stop,
+        state,
+    }
 }
 
 /// Creates the shard → mesh queue.
@@ -81,33 +201,140 @@ pub fn channel() -> (Sender<Envelope>, Receiver<Envelope>) {
     crossbeam_channel::bounded(NOTICE_QUEUE_DEPTH)
 }
 
-fn run(rx: Receiver<Envelope>, shards: Vec<InboxSender<Notice>>, stop: Arc<AtomicBool>) {
-    let mut seen: HashSet<(usize, Notice)> = HashSet::new();
-    let mut batch = Vec::with_capacity(DRAIN_BATCH);
-    loop {
-        let first = match rx.recv_timeout(STOP_POLL) {
-            Ok(e) => e,
-            Err(RecvTimeoutError::Timeout) if !stop.load(Ordering::Acquire) => continue,
-            Err(_) => return,
+/// Where the fan-out thread sends notices.
+struct FanOut {
+    /// Every shard's notice inbox.
+    shards: Vec<InboxSender<Notice>>,
+    /// Every peer dialer's queue of encoded notice payloads.
+    peers: Vec<Sender<Arc<Vec<u8>>>>,
+    /// Counters.
+    state: Arc<MeshState>,
+}
+
+/// What one wait of the fan-out thread produced.
+enum Event {
+    /// A shard's notice (`None`: the shards' queue closed).
+    Local(Option<Envelope>),
+    /// A peer's notice (`None`: the peer queue closed).
+    Remote(Option<Notice>),
+    /// Nothing within [`STOP_POLL`].
+    Idle,
+}
+
+fn run(
+    mut local: Receiver<Envelope>,
+    mut remote: Receiver<Notice>,
+    fan: FanOut,
+    stop: Arc<AtomicBool>,
+) {
+    let mut mine: Vec<Envelope> = Vec::with_capacity(DRAIN_BATCH);
+    let mut theirs: Vec<Notice> = Vec::new();
+    while !stop.load(Ordering::Acquire) {
+        let ev = crossbeam_channel::select! {
+            recv(local) -> m => Event::Local(m.ok()),
+            recv(remote) -> m => Event::Remote(m.ok()),
+            default(STOP_POLL) => Event::Idle,
         };
-        batch.push(first);
-        while batch.len() < DRAIN_BATCH {
-            match rx.try_recv() {
-                Ok(e) => batch.push(e),
+        match ev {
+            Event::Local(Some(e)) => mine.push(e),
+            Event::Remote(Some(n)) => theirs.push(n),
+            Event::Local(None) => local = crossbeam_channel::never(),
+            Event::Remote(None) => remote = crossbeam_channel::never(),
+            Event::Idle => continue,
+        }
+        while mine.len() < DRAIN_BATCH {
+            match local.try_recv() {
+                Ok(e) => mine.push(e),
                 Err(_) => break,
             }
         }
-        for env in batch.drain(..) {
-            if !seen.insert((env.from.0, env.notice.clone())) {
+        while theirs.len() < DRAIN_BATCH {
+            match remote.try_recv() {
+                Ok(n) => theirs.push(n),
+                Err(_) => break,
+            }
+        }
+        fan.local(&mut mine);
+        fan.remote(&mut theirs);
+    }
+}
+
+impl FanOut {
+    /// Fans a batch of this broker's notices to the other shards and the peers.
+    fn local(&self, batch: &mut Vec<Envelope>) {
+        let mut seen: HashSet<(usize, &Notice)> = HashSet::new();
+        let mut for_peers: HashSet<&Notice> = HashSet::new();
+        let mut unique: Vec<&Notice> = Vec::new();
+        for env in batch.iter() {
+            if !seen.insert((env.from.0, &env.notice)) {
                 continue;
             }
-            for (i, inbox) in shards.iter().enumerate() {
+            if for_peers.insert(&env.notice) {
+                unique.push(&env.notice);
+            }
+            for (i, inbox) in self.shards.iter().enumerate() {
                 if i != env.from.0 {
                     // A full inbox drops the hint; the waiter's slow recheck covers it.
                     let _ = inbox.try_send(env.notice.clone());
                 }
             }
         }
-        seen.clear();
+        if !self.peers.is_empty() {
+            for payload in encode(&unique) {
+                let payload = Arc::new(payload);
+                for p in &self.peers {
+                    if p.try_send(payload.clone()).is_err() {
+                        self.state
+                            .counters
+                            .nr_notices_dropped
+                            .fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+        }
+        batch.clear();
     }
+
+    /// Fans a batch of peers' notices to every local shard (never back to peers).
+    fn remote(&self, batch: &mut Vec<Notice>) {
+        let mut seen: HashSet<&Notice> = HashSet::new();
+        for n in batch.iter() {
+            if seen.insert(n) {
+                for inbox in &self.shards {
+                    let _ = inbox.try_send(n.clone());
+                }
+            }
+        }
+        batch.clear();
+    }
+}
+
+/// Encodes notices as JSON arrays of at most [`MAX_PAYLOAD`] bytes each.
+fn encode(notices: &[&Notice]) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut cur = b"[".to_vec();
+    for n in notices {
+        // A notice of strings and integers always serialises.
+        let item = serde_json::to_vec(n).expect("Notice serialises");
+        if item.len() + 2 > MAX_PAYLOAD {
+            log::warn!(
+                "mesh: a notice of {} bytes is too large to forward",
+                item.len()
+            );
+            continue;
+        }
+        if cur.len() + item.len() + 2 > MAX_PAYLOAD {
+            cur.push(b']');
+            out.push(std::mem::replace(&mut cur, b"[".to_vec()));
+        }
+        if cur.len() > 1 {
+            cur.push(b',');
+        }
+        cur.extend_from_slice(&item);
+    }
+    if cur.len() > 1 {
+        cur.push(b']');
+        out.push(cur);
+    }
+    out
 }

@@ -46,6 +46,8 @@ pub struct ShardInit {
     pub jobs: Sender<JobEnvelope>,
     /// The queue to the mesh thread.
     pub mesh: Sender<Envelope>,
+    /// Mesh peer states and counters (atomics written by the mesh threads).
+    pub mesh_state: Arc<crate::mesh::state::MeshState>,
     /// Shutdown signal.
     pub shutdown: ShutdownListener,
 }
@@ -65,6 +67,8 @@ pub struct Shard {
     lanes: RefCell<HashMap<String, Rc<lanes::PushLane>>>,
     /// Queue to the mesh thread.
     mesh: Sender<Envelope>,
+    /// Mesh peer states and counters (read-only here: atomics, no lock).
+    pub mesh_state: Arc<crate::mesh::state::MeshState>,
     /// Fired once when shutdown starts; parked pops answer at once. A
     /// shard-local mirror of the process-wide signal, which costs a mutex per poll.
     pub stopping: LocalSignal,
@@ -109,6 +113,7 @@ pub async fn run(id: ShardId, init: ShardInit) {
         waiters: waiters::WaiterSet::default(),
         lanes: RefCell::new(HashMap::new()),
         mesh: init.mesh,
+        mesh_state: init.mesh_state,
         stopping: LocalSignal::new(),
     });
     // Inbox drains run in the latency queue: a busy shard otherwise only
