@@ -14,6 +14,7 @@ mod lease;
 pub mod params;
 mod pop;
 mod push;
+mod resources;
 mod shared_state;
 mod txn;
 
@@ -90,6 +91,20 @@ async fn route(shard: &Rc<Shard>, req: Request) -> Result<Response, ApiError> {
         (Post, ["api", "v1", "consumer-groups", g, "queues", q, "partitions", p, "seek"]) => {
             groups::seek(shard, &req, g, q, Some(p)).await
         }
+        // resources (§8)
+        (Get, ["api", "v1", "resources", "queues"]) => resources::queues(shard, &req).await,
+        (Get, ["api", "v1", "resources", "queues", q]) => resources::queue(shard, &req, q).await,
+        (Delete, ["api", "v1", "resources", "queues", q]) => {
+            resources::delete_queue(shard, &req, q).await
+        }
+        (Get, ["api", "v1", "resources", "queues", q, "depth"]) => {
+            resources::depth(shard, &req, q).await
+        }
+        (Get, ["api", "v1", "resources", "namespaces"]) => resources::namespaces(shard, &req).await,
+        (Get, ["api", "v1", "resources", "tasks"]) => resources::tasks(shard, &req).await,
+        (Get, ["api", "v1", "resources", "overview"]) => resources::overview(shard, &req).await,
+        (Get, ["api", "v1", "resources", "partitions"]) => resources::partitions(shard, &req).await,
+        (Delete, ["api", "v1", "queues", q, "clear"]) => resources::clear(shard, &req, q).await,
         (_, path) if known_path(path) => Err(ApiError::MethodNotAllowed),
         _ => Err(ApiError::NoSuchRoute),
     }

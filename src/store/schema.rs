@@ -21,6 +21,7 @@ const FILES: &[(&str, &str)] = &[
     ),
     ("006_dlq.sql", include_str!("../../sql/006_dlq.sql")),
     ("010_groups.sql", include_str!("../../sql/010_groups.sql")),
+    ("011_resources.sql", include_str!("../../sql/011_resources.sql")),
 ];
 
 /// Applies every file; returns the name of the file that failed with the error.
