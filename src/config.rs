@@ -28,6 +28,9 @@ pub const DEFAULT_DB_QUEUE_DEPTH: usize = 4096;
 pub const DEFAULT_POP_TIMEOUT_MS: u64 = 30_000;
 /// Pop batch when the request has none (1.x brokers use 200; the 1.3.0 client omits it).
 pub const DEFAULT_POP_BATCH: u32 = 200;
+/// Life in ms of queue settings a shard caches (config.md: the Queen
+/// default); a configure on the same shard drops its entry at once.
+pub const DEFAULT_CACHE_REFRESH_MS: u64 = 60_000;
 /// Mesh TCP port when neither `QUEEN_MESH_PORT` nor `QUEEN_UDP_NOTIFY_PORT`
 /// is set (the Queen default: the HTTP default plus one).
 pub const DEFAULT_MESH_PORT: u16 = 6633;
@@ -73,6 +76,16 @@ pub struct Config {
     pub pop: PopConfig,
     /// Spool directory (`FILE_BUFFER_DIR`); used by the spool (later issue).
     pub file_buffer_dir: String,
+    /// JWT settings (`JWT_*`, config.md §5).
+    pub auth: crate::auth::AuthConfig,
+    /// `QUEEN_TENANCY_HEADER`: honour `x-queen-tenant` (config.md §10).
+    pub tenancy_header: bool,
+    /// `QUEEN_KV_TRUSTED_PROXY` (config.md §10).
+    pub kv_trusted_proxy: bool,
+    /// `QUEEN_ENCRYPTION_KEY` (config.md §6).
+    pub encryption: crate::crypto::KeyState,
+    /// `QUEEN_CACHE_REFRESH_INTERVAL_MS`: life of shard-cached queue settings.
+    pub cache_refresh_ms: u64,
     /// Inter-broker mesh (`QUEEN_MESH_*`, `QUEEN_SYNC_*`).
     pub mesh: MeshConfig,
 }
@@ -319,6 +332,20 @@ impl Config {
             wait_max_ms: env.parse("POP_WAIT_MAX_INTERVAL_MS", 1000)?.max(1),
         };
         let mesh = parse_mesh(&env, http_addr, &hostname)?;
+        let auth =
+            crate::auth::AuthConfig::from_env(&|k| env.non_empty(k), &|k, d| env.bool(k, d))?;
+        let tenancy_header = env.bool("QUEEN_TENANCY_HEADER", false)?;
+        let kv_trusted_proxy = env.bool("QUEEN_KV_TRUSTED_PROXY", false)?;
+        if tenancy_header && !kv_trusted_proxy {
+            return Err(ConfigError {
+                var: "QUEEN_TENANCY_HEADER",
+                reason: "QUEEN_TENANCY_HEADER=1 requires QUEEN_KV_TRUSTED_PROXY=1: the \
+                         x-queen-tenant header is not validated and KV state is addressable \
+                         purely by name, so only a proxy that sets the header and strips the \
+                         client's may turn it on"
+                    .into(),
+            });
+        }
         Ok(Config {
             http_addr,
             nr_shards,
@@ -339,6 +366,14 @@ impl Config {
                 .non_empty("FILE_BUFFER_DIR")
                 .unwrap_or_else(|| "/var/lib/queen/buffers".into()),
             mesh,
+            auth,
+            tenancy_header,
+            kv_trusted_proxy,
+            encryption: crate::crypto::KeyState::parse(
+                env.string("QUEEN_ENCRYPTION_KEY").as_deref(),
+            ),
+            cache_refresh_ms: env
+                .parse("QUEEN_CACHE_REFRESH_INTERVAL_MS", DEFAULT_CACHE_REFRESH_MS)?,
         })
     }
 
@@ -347,7 +382,8 @@ impl Config {
         format!(
             "listen=http://{} shards={} cores={} worker_id={} server_id={} max_body={}B \
              pg={}@{}:{}/{} password={} db_threads={} apply_schema={} pop_timeout={}ms spool_dir={} \
-             mesh_listen={} mesh_peers={} mesh_enabled={}",
+             mesh_listen={} mesh_peers={} mesh_enabled={} jwt_enabled={} jwt_secret={} \
+             tenancy_header={} kv_trusted_proxy={} encryption_key={} sync_secret={}",
             self.http_addr,
             self.nr_shards,
             shards::pool::usable_cores(),
@@ -366,6 +402,12 @@ impl Config {
             self.mesh.addr,
             self.mesh.peers.join(","),
             self.mesh.enabled,
+            self.auth.enabled,
+            self.auth.secret_label(),
+            self.tenancy_header,
+            self.kv_trusted_proxy,
+            self.encryption.label(),
+            secret_label(&"x".repeat(self.mesh.secret.len() * 2)),
         )
     }
 }

@@ -17,6 +17,12 @@ pub enum ApiError {
     NotFound(String),
     /// The path exists with other methods.
     MethodNotAllowed,
+    /// No valid token (401; the text is one of `auth::reason`).
+    Unauthorized(&'static str),
+    /// A valid token without the route's access level (403).
+    Forbidden,
+    /// `x-queen-tenant` names a reserved tenant (403, SEC-20).
+    ReservedTenant,
     /// PostgreSQL is unreachable or saturated; retry later.
     Unavailable(String),
     /// Anything else (the text is safe to show: it never holds secrets).
@@ -30,6 +36,9 @@ impl ApiError {
             ApiError::NoSuchRoute => (404, "no_such_route"),
             ApiError::NotFound(_) => (404, "not_found"),
             ApiError::MethodNotAllowed => (405, "method_not_allowed"),
+            ApiError::Unauthorized(_) => (401, "unauthorized"),
+            ApiError::Forbidden => (403, "forbidden"),
+            ApiError::ReservedTenant => (403, "reserved_tenant"),
             ApiError::Unavailable(_) => (503, "unavailable"),
             ApiError::Internal(_) => (500, "internal"),
         }
@@ -38,7 +47,13 @@ impl ApiError {
     /// The HTTP answer for this error.
     pub fn into_response(self) -> Response {
         let (status, code) = self.status_code();
-        let body = serde_json::json!({ "error": self.to_string(), "code": code });
+        let body = match self {
+            // SEC-11: the auth answers are exactly `{"error": ...}`.
+            ApiError::Unauthorized(_) | ApiError::Forbidden => {
+                serde_json::json!({ "error": self.to_string() })
+            }
+            _ => serde_json::json!({ "error": self.to_string(), "code": code }),
+        };
         let mut r = Response::json(status, body.to_string().into_bytes());
         if status == 503 {
             r = r.with_header("Retry-After", "1");
@@ -53,11 +68,12 @@ impl fmt::Display for ApiError {
             ApiError::BadRequest(m)
             | ApiError::NotFound(m)
             | ApiError::Unavailable(m)
-            | ApiError::Internal(m) => {
-                f.write_str(m)
-            }
+            | ApiError::Internal(m) => f.write_str(m),
             ApiError::NoSuchRoute => f.write_str("Not found"),
             ApiError::MethodNotAllowed => f.write_str("Method not allowed"),
+            ApiError::Unauthorized(m) => f.write_str(m),
+            ApiError::Forbidden => f.write_str("Insufficient permissions"),
+            ApiError::ReservedTenant => f.write_str("x-queen-tenant names a reserved tenant"),
         }
     }
 }

@@ -27,7 +27,9 @@
 #![warn(missing_docs, missing_debug_implementations)]
 
 mod api;
+mod auth;
 mod config;
+mod crypto;
 mod error;
 mod ids;
 mod logging;
@@ -79,9 +81,16 @@ fn main() {
         env!("CARGO_PKG_VERSION"),
         cfg.describe()
     );
-    log::info!(
-        "auth: off (JWT not configured); PostgreSQL link: plaintext; mesh: local fan-out only"
-    );
+    log::info!("PostgreSQL link: plaintext; mesh: local fan-out only");
+    log::info!("{}", cfg.auth.boot_line());
+    crypto::install(&cfg.encryption);
+    match &cfg.encryption {
+        crypto::KeyState::Valid(_) => log::info!("Encryption service initialized (AES-256-GCM)"),
+        crypto::KeyState::Invalid(why) => log::warn!("{why}"),
+        crypto::KeyState::Unset => log::info!(
+            "encryption at rest: off (QUEEN_ENCRYPTION_KEY unset; queues with encryptionEnabled store plaintext)"
+        ),
+    }
     let cfg = Arc::new(cfg);
 
     let (reply_tx, reply_rx): (Vec<_>, Vec<_>) =

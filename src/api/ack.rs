@@ -4,7 +4,7 @@
 
 use super::{ok_json, params, pop::QUEUE_MODE};
 use crate::error::ApiError;
-use crate::shard::{Shard, DEFAULT_TENANT};
+use crate::shard::Shard;
 use crate::store::Proc;
 use serde_json::{json, Map, Value};
 use shards::http::{Request, Response};
@@ -72,7 +72,7 @@ pub fn parse_ack(
 pub async fn handle_one(shard: &Rc<Shard>, req: &Request) -> Result<Response, ApiError> {
     let body = params::object_body(req)?;
     let item = parse_ack(&body, None, "")?;
-    run(shard, vec![item]).await
+    run(shard, req, vec![item]).await
 }
 
 /// Handles `POST /api/v1/ack/batch`.
@@ -101,11 +101,12 @@ pub async fn handle_batch(shard: &Rc<Shard>, req: &Request) -> Result<Response, 
     if items.is_empty() {
         return Ok(ok_json(&json!([])));
     }
-    run(shard, items).await
+    run(shard, req, items).await
 }
 
-async fn run(shard: &Rc<Shard>, items: Vec<Value>) -> Result<Response, ApiError> {
-    let arg = json!({ "tenant": DEFAULT_TENANT, "txn": false, "items": items });
+async fn run(shard: &Rc<Shard>, req: &Request, items: Vec<Value>) -> Result<Response, ApiError> {
+    let tenant = crate::auth::tenant(&shard.cfg, req)?;
+    let arg = json!({ "tenant": tenant, "txn": false, "items": items });
     let result = shard.db.call(Proc::AckBatch, arg).await?;
     let Value::Array(results) = result else {
         return Err(ApiError::Internal(

@@ -4,7 +4,7 @@
 
 use super::{ok_json, params};
 use crate::error::ApiError;
-use crate::shard::{Shard, DEFAULT_TENANT};
+use crate::shard::Shard;
 use crate::store::Proc;
 use serde_json::{json, Value};
 use shards::http::{Request, Response};
@@ -32,6 +32,9 @@ const BOOL_OPTIONS: &[&str] = &[
     "encryptionEnabled",
 ];
 
+/// The configure answer's `warning` when the flag is set without a key.
+pub const ENCRYPTION_WITHOUT_KEY: &str = "encryptionEnabled is set but QUEEN_ENCRYPTION_KEY is missing or invalid: payloads of this queue are stored in plaintext";
+
 /// Handles `POST /api/v1/configure`.
 pub async fn handle(shard: &Rc<Shard>, req: &Request) -> Result<Response, ApiError> {
     let body = params::object_body(req)?;
@@ -53,11 +56,24 @@ pub async fn handle(shard: &Rc<Shard>, req: &Request) -> Result<Response, ApiErr
         Some(Value::Object(o)) => check_options(o)?,
         Some(_) => return Err(ApiError::BadRequest("options must be an object".into())),
     };
+    let tenant = crate::auth::tenant(&shard.cfg, req)?;
+    let encryption_asked = options.get("encryptionEnabled") == Some(&Value::Bool(true));
     let arg = json!({
-        "tenant": DEFAULT_TENANT, "queue": queue, "namespace": namespace, "task": task,
+        "tenant": tenant, "queue": queue, "namespace": namespace, "task": task,
         "options": options, "mode": mode,
     });
-    let result = shard.db.call(Proc::Configure, arg).await?;
+    let mut result = shard.db.call(Proc::Configure, arg).await?;
+    crate::shard::cache::forget(&tenant, &queue);
+    if encryption_asked && crate::crypto::cipher().is_none() {
+        // SEC-33: not an error, but the operator must hear about it.
+        log::warn!("queue {queue:?} has encryptionEnabled but no valid QUEEN_ENCRYPTION_KEY is set: its payloads are stored in plaintext");
+        if let Value::Object(o) = &mut result {
+            o.insert(
+                "warning".into(),
+                Value::String(ENCRYPTION_WITHOUT_KEY.into()),
+            );
+        }
+    }
     Ok(ok_json(&result))
 }
 

@@ -4,7 +4,7 @@
 
 use super::{ok_json, params};
 use crate::error::ApiError;
-use crate::shard::{Shard, DEFAULT_TENANT};
+use crate::shard::Shard;
 use crate::store::Proc;
 use serde_json::{json, Value};
 use shards::http::{Request, Response};
@@ -30,15 +30,16 @@ pub async fn handle(shard: &Rc<Shard>, req: &Request) -> Result<Response, ApiErr
             )));
         }
     }
+    let tenant = crate::auth::tenant(&shard.cfg, req)?;
     let arg = json!({
-        "tenant": DEFAULT_TENANT, "queue": q("queue"), "consumerGroup": q("consumerGroup"),
+        "tenant": tenant, "queue": q("queue"), "consumerGroup": q("consumerGroup"),
         "partition": q("partition"), "from": from, "to": to, "limit": limit, "offset": offset,
     });
     let mut r = shard.db.call(Proc::DlqList, arg).await?;
     if let Some(Value::Array(ms)) = r.get_mut("messages") {
         for m in ms {
             if let Value::Object(o) = m {
-                o.remove("isEncrypted");
+                crate::crypto::open_message(o);
             }
         }
     }

@@ -14,6 +14,7 @@ mod lease;
 pub mod params;
 mod pop;
 mod push;
+mod seal;
 mod resources;
 mod shared_state;
 mod txn;
@@ -56,6 +57,8 @@ async fn route(shard: &Rc<Shard>, req: Request) -> Result<Response, ApiError> {
         .segments()
         .map_err(|e| ApiError::BadRequest(format!("bad path: {e}")))?;
     let s: Vec<&str> = segs.iter().map(String::as_str).collect();
+    // Tenant header shape and JWT access level, for every route (src/auth).
+    crate::auth::check(&shard.cfg, &req, &s)?;
     use Method::*;
     match (&req.method, s.as_slice()) {
         (Get, ["health"]) => health::handle(shard).await,

@@ -12,7 +12,7 @@ use super::{ok_json, params};
 use crate::config::SubscriptionDefault;
 use crate::error::ApiError;
 use crate::ids::uuid_v7;
-use crate::shard::{Shard, DEFAULT_TENANT};
+use crate::shard::Shard;
 use crate::store::Proc;
 use futures_lite::future::or;
 use serde_json::{json, Value};
@@ -112,8 +112,9 @@ fn parse(shard: &Shard, req: &Request, scope: Scope) -> Result<PopRequest, ApiEr
             params::check_name(v, label)?;
         }
     }
+    let tenant = crate::auth::tenant(&shard.cfg, req)?;
     let arg = json!({
-        "tenant": DEFAULT_TENANT,
+        "tenant": tenant,
         "queue": scope.queue, "partition": scope.partition,
         "namespace": scope.namespace, "task": scope.task,
         "group": group, "batch": batch, "partitions": partitions,
@@ -228,7 +229,7 @@ fn answer(pop: &PopRequest, mut r: Value) -> Option<Response> {
     };
     for m in &mut messages {
         if let Value::Object(o) = m {
-            o.remove("isEncrypted");
+            crate::crypto::open_message(o);
             o.insert("leaseId".into(), Value::String(lease.clone()));
             o.insert("consumerGroup".into(), Value::String(pop.group.clone()));
         }

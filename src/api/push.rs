@@ -8,7 +8,7 @@
 use super::{json, params};
 use crate::error::ApiError;
 use crate::ids::uuid_v7;
-use crate::shard::{Shard, DEFAULT_TENANT};
+use crate::shard::Shard;
 use crate::store::StoreError;
 use serde_json::{json, Map, Value};
 use shards::http::{Request, Response};
@@ -90,7 +90,9 @@ pub async fn handle(shard: &Rc<Shard>, req: &Request) -> Result<Response, ApiErr
     if raw.is_empty() {
         return Ok(json(201, &json!([])));
     }
-    let items = stored_items(raw)?;
+    let tenant = crate::auth::tenant(&shard.cfg, req)?;
+    let mut items = stored_items(raw)?;
+    super::seal::seal(shard, req, &tenant, &mut items).await;
     let echo: Vec<(String, String, Value)> = items
         .iter()
         .map(|i| {
@@ -101,7 +103,7 @@ pub async fn handle(shard: &Rc<Shard>, req: &Request) -> Result<Response, ApiErr
             )
         })
         .collect();
-    let results = match shard.lane(DEFAULT_TENANT).push(items).await {
+    let results = match shard.lane(&tenant).push(items).await {
         Ok(r) => r,
         Err(StoreError::Db(m)) => return Err(ApiError::Internal(m)),
         Err(e) => return Err(e.into()),

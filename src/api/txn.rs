@@ -10,7 +10,7 @@ use super::{ack::parse_ack, ok_json, params, push::stored_items};
 use crate::error::ApiError;
 use crate::ids::uuid_v7;
 use crate::mesh::Notice;
-use crate::shard::{Shard, DEFAULT_TENANT};
+use crate::shard::Shard;
 use crate::store::{Proc, StoreError};
 use serde_json::{json, Value};
 use shards::http::{Request, Response};
@@ -59,6 +59,7 @@ pub async fn handle(shard: &Rc<Shard>, req: &Request) -> Result<Response, ApiErr
     if leases.iter().any(|l| !params::is_uuid(l)) {
         return Ok(refused("Invalid or expired lease"));
     }
+    let tenant = crate::auth::tenant(&shard.cfg, req)?;
     let mut operations = Vec::with_capacity(ops.len());
     let mut queues = BTreeSet::new();
     for (i, op) in ops.iter().enumerate() {
@@ -74,7 +75,8 @@ pub async fn handle(shard: &Rc<Shard>, req: &Request) -> Result<Response, ApiErr
                         "operations[{i}].items array is required"
                     )));
                 };
-                let items = stored_items(items)?;
+                let mut items = stored_items(items)?;
+                super::seal::seal(shard, req, &tenant, &mut items).await;
                 queues.extend(
                     items
                         .iter()
@@ -91,8 +93,7 @@ pub async fn handle(shard: &Rc<Shard>, req: &Request) -> Result<Response, ApiErr
             None => return Ok(refused(format!("operations[{i}].type is required"))),
         }
     }
-    let arg =
-        json!({ "tenant": DEFAULT_TENANT, "requiredLeases": leases, "operations": operations });
+    let arg = json!({ "tenant": tenant, "requiredLeases": leases, "operations": operations });
     match shard.db.call(Proc::Transaction, arg).await {
         Ok(mut r) => {
             for q in queues {

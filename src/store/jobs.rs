@@ -33,6 +33,8 @@ pub enum Proc {
     CgLagging,
     /// `queen.cg_detail`: one group's partitions by queue (§11).
     CgDetail,
+    /// `queen.queue_flags`: per-queue flags the shards cache (encryption).
+    QueueFlags,
     /// `queen.cg_delete`: delete a group's cursors (and metadata) (§11).
     CgDelete,
     /// `queen.cg_subscription`: rewrite a group's subscription timestamp (§11).
@@ -100,6 +102,7 @@ impl Proc {
             Proc::ResQueues => "SELECT queen.res_queues($1::jsonb)",
             Proc::ResQueue => "SELECT queen.res_queue($1::jsonb)",
             Proc::ResQueueDelete => "SELECT queen.res_queue_delete($1::jsonb)",
+            Proc::QueueFlags => "SELECT queen.queue_flags($1::jsonb)",
             Proc::ResDepth => "SELECT queen.res_depth($1::jsonb)",
             Proc::ResNamespaces => "SELECT queen.res_namespaces($1::jsonb)",
             Proc::ResTasks => "SELECT queen.res_tasks($1::jsonb)",

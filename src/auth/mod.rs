@@ -1,0 +1,234 @@
+//! Authentication and tenancy at the HTTP boundary (security.md B1 and B5).
+//! Runs on the shards: [`check`] is called once per request by
+//! `api::route`, before dispatch; handlers ask [`sub`] and [`tenant`] for
+//! the caller's identity.
+//!
+//! - JWT (SEC-05..16): the route's [`levels::Level`] is looked up; PUBLIC
+//!   routes and `JWT_SKIP_PATHS` (exact raw path, decisions.md) pass; else
+//!   the token is taken from `Authorization` (`Bearer <t>`, scheme
+//!   case-insensitive, or a bare token), validated (signature, algorithm,
+//!   `exp`/`nbf` with skew, `iss`/`aud` when configured) and its roles
+//!   compared with the level. Validated tokens are kept in a per-shard
+//!   cache (a thread-local: each shard is one thread), keyed by the token
+//!   text and bounded by the token's `exp`, so the hot path is one hash
+//!   lookup. Only successes are cached.
+//! - Tenancy (SEC-18..20): with `QUEEN_TENANCY_HEADER` on, `x-queen-tenant`
+//!   (a UUID, lower-cased) names the request's tenant; the nil UUID is
+//!   reserved (403 `reserved_tenant`). Shape only, never authority.
+
+pub mod config;
+pub mod levels;
+
+use crate::config::Config;
+use crate::error::ApiError;
+use crate::shard::DEFAULT_TENANT;
+use jsonwebtoken::{decode, decode_header, errors::ErrorKind, Validation};
+use levels::{Level, Roles};
+use serde_json::{Map, Value};
+use shards::http::Request;
+use std::borrow::Cow;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+pub use config::AuthConfig;
+
+/// Validated tokens a shard remembers. Past this the expired ones are
+/// dropped, and if that is not enough the cache starts over: a bound on
+/// memory that costs one re-validation per live token.
+const MAX_CACHED_TOKENS: usize = 10_000;
+/// How long a token without `exp` stays cached before it is validated
+/// again (bounds the life of a cached entry when the token sets none).
+const NO_EXP_CACHE_S: u64 = 300;
+
+/// The 401 texts (SEC-11).
+pub mod reason {
+    /// No token.
+    pub const MISSING: &str = "Authentication required";
+    /// Bad signature, algorithm or shape.
+    pub const SIGNATURE: &str = "Invalid token signature";
+    /// `exp` passed.
+    pub const EXPIRED: &str = "Token has expired";
+    /// `nbf` not reached.
+    pub const NOT_YET: &str = "Token not yet valid";
+    /// `iss` mismatch.
+    pub const ISSUER: &str = "Invalid token issuer";
+    /// `aud` mismatch.
+    pub const AUDIENCE: &str = "Invalid token audience";
+}
+
+/// What a validated token grants.
+#[derive(Debug, Clone)]
+struct Grant {
+    /// Its roles.
+    roles: Roles,
+    /// Its `sub`, if a string.
+    sub: Option<String>,
+    /// Unix second after which the cached entry is stale.
+    stale_at: u64,
+}
+
+thread_local! {
+    /// This shard's validated tokens.
+    static CACHE: RefCell<HashMap<String, Grant>> = RefCell::new(HashMap::new());
+}
+
+fn now_s() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// The token in `Authorization`, if any (SEC-07).
+fn bearer(req: &Request) -> Option<&str> {
+    let v = req.header("authorization")?.trim();
+    let t = match v.split_once(|c: char| c.is_ascii_whitespace()) {
+        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("bearer") => rest.trim(),
+        _ => v,
+    };
+    (!t.is_empty()).then_some(t)
+}
+
+/// Validates `token` (no cache).
+fn validate(cfg: &AuthConfig, token: &str) -> Result<Grant, &'static str> {
+    let header = decode_header(token).map_err(|_| reason::SIGNATURE)?;
+    if !cfg.algorithms.contains(&header.alg) {
+        return Err(reason::SIGNATURE);
+    }
+    let key = cfg.keys.for_alg(header.alg).ok_or(reason::SIGNATURE)?;
+    let mut v = Validation::new(header.alg);
+    v.leeway = cfg.clock_skew_s;
+    v.required_spec_claims.clear();
+    v.validate_exp = true;
+    v.validate_nbf = true;
+    match &cfg.issuer {
+        Some(i) => v.set_issuer(&[i]),
+        None => v.iss = None,
+    }
+    match &cfg.audience {
+        Some(a) => v.set_audience(&[a]),
+        None => v.validate_aud = false,
+    }
+    let data = decode::<Map<String, Value>>(token, key, &v).map_err(|e| match e.kind() {
+        ErrorKind::ExpiredSignature => reason::EXPIRED,
+        ErrorKind::ImmatureSignature => reason::NOT_YET,
+        ErrorKind::InvalidIssuer => reason::ISSUER,
+        ErrorKind::InvalidAudience => reason::AUDIENCE,
+        _ => reason::SIGNATURE,
+    })?;
+    let claims = data.claims;
+    if cfg.issuer.is_some() && !claims.contains_key("iss") {
+        return Err(reason::ISSUER);
+    }
+    if cfg.audience.is_some() && !claims.contains_key("aud") {
+        return Err(reason::AUDIENCE);
+    }
+    let names = &cfg.role_names;
+    let mut roles = Roles::default();
+    let mut grant = |name: &str| {
+        for (n, r) in [
+            (&names.admin, Roles::ADMIN),
+            (&names.read_write, Roles::READ_WRITE),
+            (&names.read_only, Roles::READ_ONLY),
+            (&names.write_only, Roles::WRITE_ONLY),
+        ] {
+            if n == name {
+                roles.add(r);
+            }
+        }
+    };
+    if let Some(Value::String(r)) = claims.get(&cfg.roles_claim) {
+        grant(r);
+    }
+    if let Some(Value::Array(rs)) = claims.get(&cfg.roles_array_claim) {
+        rs.iter().filter_map(Value::as_str).for_each(&mut grant);
+    }
+    let stale_at = match claims.get("exp").and_then(Value::as_u64) {
+        Some(exp) => exp.saturating_add(cfg.clock_skew_s),
+        None => now_s() + NO_EXP_CACHE_S,
+    };
+    Ok(Grant {
+        roles,
+        sub: claims
+            .get("sub")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        stale_at,
+    })
+}
+
+/// The grant of `token`, from this shard's cache or validated and cached.
+fn grant_of(cfg: &AuthConfig, token: &str) -> Result<Grant, &'static str> {
+    let now = now_s();
+    let hit = CACHE.with(|c| c.borrow().get(token).filter(|g| now < g.stale_at).cloned());
+    if let Some(g) = hit {
+        return Ok(g);
+    }
+    let g = validate(cfg, token)?;
+    if now >= g.stale_at {
+        return Err(reason::EXPIRED);
+    }
+    CACHE.with(|c| {
+        let mut c = c.borrow_mut();
+        if c.len() >= MAX_CACHED_TOKENS {
+            c.retain(|_, g| now < g.stale_at);
+            if c.len() >= MAX_CACHED_TOKENS {
+                c.clear();
+            }
+        }
+        c.insert(token.to_string(), g.clone());
+    });
+    Ok(g)
+}
+
+/// Checks that `req` may use its route: the tenant header's shape, then
+/// the JWT access level. Called once per request, before dispatch.
+pub fn check(cfg: &Config, req: &Request, segs: &[&str]) -> Result<(), ApiError> {
+    tenant(cfg, req)?;
+    let auth = &cfg.auth;
+    if !auth.enabled {
+        return Ok(());
+    }
+    let level = levels::route_level(&req.method, segs);
+    if level == Level::Public || auth.skip_paths.iter().any(|p| *p == req.path) {
+        return Ok(());
+    }
+    let token = bearer(req).ok_or(ApiError::Unauthorized(reason::MISSING))?;
+    let g = grant_of(auth, token).map_err(ApiError::Unauthorized)?;
+    if g.roles.satisfy(level) {
+        Ok(())
+    } else {
+        Err(ApiError::Forbidden)
+    }
+}
+
+/// The validated token's `sub` (SEC-16), or `None` with JWT off, no
+/// token or no `sub`. Never taken from a request body.
+pub fn sub(cfg: &Config, req: &Request) -> Option<String> {
+    if !cfg.auth.enabled {
+        return None;
+    }
+    grant_of(&cfg.auth, bearer(req)?).ok()?.sub
+}
+
+/// The request's tenant (SEC-18..20).
+pub fn tenant<'a>(cfg: &Config, req: &'a Request) -> Result<Cow<'a, str>, ApiError> {
+    if !cfg.tenancy_header {
+        return Ok(Cow::Borrowed(DEFAULT_TENANT));
+    }
+    let v = req.header("x-queen-tenant").map(str::trim).unwrap_or("");
+    if v.is_empty() {
+        return Ok(Cow::Borrowed(DEFAULT_TENANT));
+    }
+    if !crate::api::params::is_uuid(v) {
+        return Err(ApiError::BadRequest(
+            "invalid x-queen-tenant header (must be a UUID)".into(),
+        ));
+    }
+    let t = v.to_ascii_lowercase();
+    if t == "00000000-0000-0000-0000-000000000000" {
+        return Err(ApiError::ReservedTenant);
+    }
+    Ok(Cow::Owned(t))
+}

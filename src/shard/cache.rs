@@ -1,0 +1,108 @@
+//! A shard's cache of queue settings it needs on the push path: today the
+//! `encryptionEnabled` flag (semantics.md §13). Runs on the shard; the
+//! state is a thread-local (one shard = one thread), so no lock and no
+//! edit of `Shard` is needed.
+//!
+//! An entry lives `QUEEN_CACHE_REFRESH_INTERVAL_MS`; a configure on this
+//! shard drops the queue's entry at once. A configure served by another
+//! shard is seen here after at most that interval (inferred: the flag is
+//! set when a queue is created, rarely flipped on a live queue). Queues
+//! that do not exist yet are not cached (they are created with the flag
+//! off by the push itself). Only consulted when a valid key is set, so a
+//! broker without encryption never pays for it.
+
+use crate::shard::Shard;
+use crate::store::{Proc, StoreError};
+use serde_json::{json, Value};
+use std::cell::RefCell;
+use std::collections::{BTreeSet, HashMap};
+use std::time::{Duration, Instant};
+
+/// Most cached queues per shard; past it the cache starts over.
+const MAX_CACHED_QUEUES: usize = 100_000;
+
+/// One cached queue.
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    /// `encryptionEnabled`.
+    encrypted: bool,
+    /// When it was read.
+    at: Instant,
+}
+
+thread_local! {
+    /// (tenant, queue) → settings.
+    static QUEUES: RefCell<HashMap<(String, String), Entry>> = RefCell::new(HashMap::new());
+}
+
+/// Drops `queue`'s entry (after a configure on this shard).
+pub fn forget(tenant: &str, queue: &str) {
+    QUEUES.with(|q| {
+        q.borrow_mut()
+            .remove(&(tenant.to_string(), queue.to_string()))
+    });
+}
+
+/// The `encryptionEnabled` flag of each of `queues`; one DB round trip for
+/// those not cached. Unknown queues answer `false`. When PostgreSQL cannot
+/// be asked, the uncached queues answer `unknown_as` (decisions.md: a push
+/// whose config is unknown is encrypted whenever a key is set).
+pub async fn encryption_flags(
+    shard: &Shard,
+    tenant: &str,
+    queues: &BTreeSet<&str>,
+    unknown_as: bool,
+) -> HashMap<String, bool> {
+    let ttl = Duration::from_millis(shard.cfg.cache_refresh_ms);
+    let now = Instant::now();
+    let mut out = HashMap::new();
+    let mut missing = Vec::new();
+    QUEUES.with(|c| {
+        let c = c.borrow();
+        for q in queues {
+            match c.get(&(tenant.to_string(), q.to_string())) {
+                Some(e) if now.duration_since(e.at) < ttl => {
+                    out.insert(q.to_string(), e.encrypted);
+                }
+                _ => missing.push(q.to_string()),
+            }
+        }
+    });
+    if missing.is_empty() {
+        return out;
+    }
+    let arg = json!({ "tenant": tenant, "queues": missing });
+    let found: Result<Value, StoreError> = shard.db.call(Proc::QueueFlags, arg).await;
+    let found = match found {
+        Ok(v) => v,
+        Err(e) => {
+            log::debug!("queue flags unavailable ({e}); treating as {unknown_as}");
+            for q in missing {
+                out.insert(q, unknown_as);
+            }
+            return out;
+        }
+    };
+    QUEUES.with(|c| {
+        let mut c = c.borrow_mut();
+        if c.len() >= MAX_CACHED_QUEUES {
+            c.clear();
+        }
+        for q in missing {
+            match found["queues"].get(&q) {
+                Some(f) => {
+                    let encrypted = f["encryptionEnabled"].as_bool().unwrap_or(false);
+                    c.insert(
+                        (tenant.to_string(), q.clone()),
+                        Entry { encrypted, at: now },
+                    );
+                    out.insert(q, encrypted);
+                }
+                None => {
+                    out.insert(q, false);
+                }
+            }
+        }
+    });
+    out
+}
