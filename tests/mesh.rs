@@ -333,3 +333,35 @@ fn second_broker_on_the_same_mesh_port_exits_1() {
         second.log_tail(10)
     );
 }
+
+/// p50 and p99 of a sorted sample.
+fn p50_p99(v: &mut [Duration]) -> (Duration, Duration) {
+    v.sort();
+    (v[v.len() / 2], v[(v.len() * 99 / 100).min(v.len() - 1)])
+}
+
+/// The bench target (run by hand, `--ignored --nocapture`): push-to-pop
+/// wake-up with producer and consumer on different brokers against both on one.
+#[test]
+#[ignore]
+fn bench_push_to_pop_latency_across_brokers_vs_one() {
+    let db = Db::fresh();
+    let (b, _) = cluster(&db, 2, true);
+    wait_mesh_up(&b);
+    b[0].configure("benchq", json!({}));
+    let rounds = 200;
+    let mut one: Vec<Duration> = (0..rounds)
+        .map(|i| wake_lag(&b[0], &b[0], "benchq", &format!("s{i}"), 10_000))
+        .collect();
+    let mut two: Vec<Duration> = (0..rounds)
+        .map(|i| wake_lag(&b[0], &b[1], "benchq", &format!("x{i}"), 10_000))
+        .collect();
+    let (a50, a99) = p50_p99(&mut one);
+    let (b50, b99) = p50_p99(&mut two);
+    eprintln!("one broker:   p50 {a50:?} p99 {a99:?} ({rounds} rounds)");
+    eprintln!("across two:   p50 {b50:?} p99 {b99:?} ({rounds} rounds)");
+    assert!(
+        b50 < a50 + Duration::from_millis(2),
+        "p50 {b50:?} vs {a50:?}"
+    );
+}

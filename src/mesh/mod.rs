@@ -168,6 +168,8 @@ pub fn start(
             remote: remote_tx,
             heartbeat: m.heartbeat,
             stop: stop.clone(),
+            log_budget: std::sync::Mutex::new((0, 0)),
+            log_suppressed: Default::default(),
         });
         peer::start_listener(ctx.clone(), l);
         for i in 0..peers.len() {

@@ -27,7 +27,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use std::io::Write;
 use std::net::{Shutdown, TcpListener, TcpStream, ToSocketAddrs};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -45,6 +45,10 @@ const RECONNECT_INITIAL: Duration = Duration::from_millis(100);
 const RECONNECT_MAX: Duration = Duration::from_secs(2);
 /// How often the listener looks at the stop flag.
 const ACCEPT_POLL_MS: i32 = 100;
+/// Rejection log lines per second; past it lines are counted and the next
+/// logged line says how many were suppressed, so a peer flooding garbage
+/// cannot flood the log (its counters still rise one by one).
+const REJECT_LOGS_PER_SEC: u64 = 10;
 
 /// What every peer thread shares.
 #[derive(Debug)]
@@ -59,6 +63,10 @@ pub struct PeerCtx {
     pub heartbeat: Duration,
     /// Set when the broker stops.
     pub stop: Arc<AtomicBool>,
+    /// Rejection log budget: (second since the epoch, lines logged in it).
+    pub log_budget: std::sync::Mutex<(u64, u64)>,
+    /// Rejection lines not logged since the last logged one.
+    pub log_suppressed: AtomicU64,
 }
 
 impl PeerCtx {
@@ -81,7 +89,24 @@ impl PeerCtx {
             FrameError::BadHandshake(_) => &c.nr_bad_handshake,
         };
         counter.fetch_add(1, Ordering::Relaxed);
-        log::warn!("mesh: {who}: {e}; connection closed");
+        // The lock is held by mesh peer threads only, for a few instructions.
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let mut b = self.log_budget.lock().unwrap_or_else(|p| p.into_inner());
+        if b.0 != now {
+            *b = (now, 0);
+        }
+        b.1 += 1;
+        if b.1 > REJECT_LOGS_PER_SEC {
+            self.log_suppressed.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        drop(b);
+        match self.log_suppressed.swap(0, Ordering::Relaxed) {
+            0 => log::warn!("mesh: {who}: {e}; connection closed"),
+            n => log::warn!("mesh: {who}: {e}; connection closed ({n} similar lines suppressed)"),
+        }
     }
 
     /// Verifies a frame and hands its notices to the fan-out thread.
