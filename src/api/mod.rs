@@ -11,6 +11,7 @@ mod dlq;
 mod groups;
 mod health;
 mod lease;
+mod messages;
 pub mod params;
 mod pop;
 mod push;
@@ -108,6 +109,16 @@ async fn route(shard: &Rc<Shard>, req: Request) -> Result<Response, ApiError> {
         (Get, ["api", "v1", "resources", "overview"]) => resources::overview(shard, &req).await,
         (Get, ["api", "v1", "resources", "partitions"]) => resources::partitions(shard, &req).await,
         (Delete, ["api", "v1", "queues", q, "clear"]) => resources::clear(shard, &req, q).await,
+        // messages and dead letters (§9)
+        (Get, ["api", "v1", "messages"]) => messages::list(shard, &req).await,
+        (Get, ["api", "v1", "messages", p, t]) => messages::detail(shard, &req, p, t).await,
+        (Delete, ["api", "v1", "messages", p, t]) => messages::delete(shard, &req, p, t).await,
+        (Post, ["api", "v1", "messages", p, t, "retry"]) => {
+            messages::retry(shard, &req, p, t).await
+        }
+        (Post, ["api", "v1", "messages", p, t, "dlq"]) => messages::to_dlq(shard, &req, p, t).await,
+        (Delete, ["api", "v1", "dlq"]) => messages::dlq_delete(shard, &req).await,
+        (Post, ["api", "v1", "dlq", id, "replay"]) => messages::replay_by_id(shard, &req, id).await,
         (_, path) if known_path(path) => Err(ApiError::MethodNotAllowed),
         _ => Err(ApiError::NoSuchRoute),
     }
