@@ -76,6 +76,9 @@ pub struct Config {
     pub pop: PopConfig,
     /// Spool directory (`FILE_BUFFER_DIR`); used by the spool (later issue).
     pub file_buffer_dir: String,
+    /// `WEBAPP_ROOT`: serve the dashboard from this directory instead of the
+    /// copy embedded in the binary (for working on the dashboard).
+    pub webapp_root: Option<String>,
     /// JWT settings (`JWT_*`, config.md §5).
     pub auth: crate::auth::AuthConfig,
     /// `QUEEN_TENANCY_HEADER`: honour `x-queen-tenant` (config.md §10).
@@ -365,6 +368,7 @@ impl Config {
             file_buffer_dir: env
                 .non_empty("FILE_BUFFER_DIR")
                 .unwrap_or_else(|| "/var/lib/queen/buffers".into()),
+            webapp_root: env.non_empty("WEBAPP_ROOT"),
             mesh,
             auth,
             tenancy_header,

@@ -29,11 +29,13 @@
 mod api;
 mod auth;
 mod config;
+mod dashboard;
 mod crypto;
 mod error;
 mod ids;
 mod logging;
 mod mesh;
+mod metrics;
 mod shard;
 mod store;
 
@@ -102,6 +104,7 @@ fn main() {
     let (trigger, shutdown) = shards::shutdown::shutdown();
 
     let (db, jobs) = store::db_group::DbGroup::start(&cfg, reply_tx);
+    let stats = metrics::Board::new(cfg.nr_shards);
     let mesh = mesh::start(&cfg, mesh_listener, mesh_rx, notice_tx);
     let inits: Vec<shard::ShardInit> = reply_rx
         .into_iter()
@@ -114,6 +117,7 @@ fn main() {
             mesh: mesh_tx.clone(),
             mesh_state: mesh.state(),
             shutdown: shutdown.clone(),
+            stats: stats.clone(),
         })
         .collect();
     drop((jobs, mesh_tx));

@@ -6,6 +6,8 @@
 #   3. cargo test --profile ci --workspace   (tests/ start their own PostgreSQL)
 #   4. real-client check: clients/python/check_client.py (queen-mq 1.3.0 from
 #      PyPI, in a venv) against target/ci/queen on a private cluster
+#   5. dashboard: tools/dashboard-check.sh (Debian's headless Chromium over
+#      chromedriver); skipped when chromedriver is not installed
 #
 # Every step runs even when an earlier one failed (except 4 when the build
 # fails); the exit code is non-zero when any step failed.
@@ -19,7 +21,7 @@ set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 
-STEPS=${QUEEN_TEST_STEPS:-fmt clippy test client}
+STEPS=${QUEEN_TEST_STEPS:-fmt clippy test client dashboard}
 # Cargo profile of the test build and of the binary the client check runs
 # (Cargo.toml: release without LTO, parallel codegen).
 PROFILE=${QUEEN_TEST_PROFILE:-ci}
@@ -152,6 +154,14 @@ if want test; then
 fi
 if want client; then
     run_step client client_step
+fi
+
+if want dashboard; then
+    if command -v chromedriver >/dev/null; then
+        run_step dashboard bash -c 'cargo build --profile "$0" && QUEEN_TEST_PROFILE="$0" bash tools/dashboard-check.sh' "$PROFILE"
+    else
+        RESULTS+=("SKIP  dashboard (chromedriver not installed)")
+    fi
 fi
 
 banner "summary ($((SECONDS - START_ALL))s)"

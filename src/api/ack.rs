@@ -108,6 +108,7 @@ async fn run(shard: &Rc<Shard>, req: &Request, items: Vec<Value>) -> Result<Resp
     let tenant = crate::auth::tenant(&shard.cfg, req)?;
     let arg = json!({ "tenant": tenant, "txn": false, "items": items });
     let result = shard.db.call(Proc::AckBatch, arg).await?;
+    shard.counters.acked(result.as_array().map_or(0, Vec::len));
     let Value::Array(results) = result else {
         return Err(ApiError::Internal(
             "ack_batch returned an unexpected shape".into(),

@@ -11,6 +11,7 @@ mod dlq;
 mod groups;
 mod health;
 mod lease;
+mod metrics;
 mod messages;
 pub mod params;
 mod pop;
@@ -45,9 +46,11 @@ impl shards::listen::Handler for Router {
     fn handle(&self, req: Request) -> Pin<Box<dyn Future<Output = Response>>> {
         let shard = self.shard.clone();
         Box::pin(async move {
-            route(&shard, req)
+            let resp = route(&shard, req)
                 .await
-                .unwrap_or_else(ApiError::into_response)
+                .unwrap_or_else(ApiError::into_response);
+            shard.counters.request(resp.status);
+            resp
         })
     }
 }
@@ -63,6 +66,8 @@ async fn route(shard: &Rc<Shard>, req: Request) -> Result<Response, ApiError> {
     use Method::*;
     match (&req.method, s.as_slice()) {
         (Get, ["health"]) => health::handle(shard).await,
+        (Get, ["metrics"]) => metrics::json(shard).await,
+        (Get, ["metrics", "prometheus"]) => metrics::prometheus(shard).await,
         (Post, ["api", "v1", "configure"]) => configure::handle(shard, &req).await,
         (Post, ["api", "v1", "push"]) => push::handle(shard, &req).await,
         (Get, ["api", "v1", "pop", "queue", q]) => {
@@ -120,6 +125,9 @@ async fn route(shard: &Rc<Shard>, req: Request) -> Result<Response, ApiError> {
         (Delete, ["api", "v1", "dlq"]) => messages::dlq_delete(shard, &req).await,
         (Post, ["api", "v1", "dlq", id, "replay"]) => messages::replay_by_id(shard, &req, id).await,
         (_, path) if known_path(path) => Err(ApiError::MethodNotAllowed),
+        (Get, path) if crate::dashboard::claims(path) => {
+            crate::dashboard::handle(shard, path).await
+        }
         _ => Err(ApiError::NoSuchRoute),
     }
 }
@@ -129,6 +137,8 @@ fn known_path(s: &[&str]) -> bool {
     matches!(
         s,
         ["health"]
+            | ["metrics"]
+            | ["metrics", "prometheus"]
             | ["api", "v1", "configure"]
             | ["api", "v1", "push"]
             | ["api", "v1", "pop"]

@@ -195,14 +195,21 @@ pub async fn handle(shard: &Rc<Shard>, req: &Request, scope: Scope) -> Result<Re
         let generation = signal.generation();
         pop.arg["leaseId"] = Value::String(uuid_v7());
         let result = shard.db.call(Proc::Pop, pop.arg.clone()).await?;
+        let delivered = result
+            .get("messages")
+            .and_then(Value::as_array)
+            .map_or(0, Vec::len);
         if let Some(resp) = answer(&pop, result) {
+            shard.counters.popped(delivered);
             return Ok(resp);
         }
         let now = Instant::now();
         if !pop.wait || now >= deadline || shard.stopping.is_fired() {
+            shard.counters.popped(0);
             return Ok(Response::no_content());
         }
         let nap = interval.min(deadline - now);
+        let _parked = shard.counters.parked();
         or(
             or(signal.changed(generation), glommio::timer::sleep(nap)),
             shard.stopping.wait(),

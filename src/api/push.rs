@@ -125,5 +125,6 @@ pub async fn handle(shard: &Rc<Shard>, req: &Request) -> Result<Response, ApiErr
             })
         })
         .collect();
+    shard.counters.pushed(out.len());
     Ok(json(201, &Value::Array(out)))
 }

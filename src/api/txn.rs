@@ -96,6 +96,7 @@ pub async fn handle(shard: &Rc<Shard>, req: &Request) -> Result<Response, ApiErr
     let arg = json!({ "tenant": tenant, "requiredLeases": leases, "operations": operations });
     match shard.db.call(Proc::Transaction, arg).await {
         Ok(mut r) => {
+            shard.counters.transaction();
             for q in queues {
                 shard.notify(Notice::Pushed { queue: q });
             }

@@ -82,6 +82,16 @@ impl DbClient {
         })
     }
 
+    /// Jobs of this shard submitted and not answered yet (queued or running).
+    pub fn in_flight(&self) -> usize {
+        self.pending.borrow().len()
+    }
+
+    /// Jobs waiting in the shared queue for a DB thread (all shards).
+    pub fn queued(&self) -> usize {
+        self.jobs.len()
+    }
+
     /// Calls one procedure and returns its jsonb result.
     pub async fn call(&self, proc: Proc, arg: Value) -> Result<Value, StoreError> {
         match self.submit(Job::Call { proc, arg }).await {

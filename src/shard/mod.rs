@@ -51,6 +51,8 @@ pub struct ShardInit {
     pub mesh_state: Arc<crate::mesh::state::MeshState>,
     /// Shutdown signal.
     pub shutdown: ShutdownListener,
+    /// Every shard's metrics slot (this shard writes slot `id`).
+    pub stats: Arc<crate::metrics::Board>,
 }
 
 /// A shard's state.
@@ -73,6 +75,8 @@ pub struct Shard {
     /// Fired once when shutdown starts; parked pops answer at once. A
     /// shard-local mirror of the process-wide signal, which costs a mutex per poll.
     pub stopping: LocalSignal,
+    /// This shard's metrics counters (see `crate::metrics`).
+    pub counters: crate::metrics::ShardCounters,
 }
 
 impl Shard {
@@ -88,6 +92,13 @@ impl Shard {
                 ))
             })
             .clone()
+    }
+
+    /// Push batches flushed and requests fused into them, over every lane.
+    pub fn lane_totals(&self) -> (u64, u64) {
+        self.lanes.borrow().values().fold((0, 0), |(b, r), l| {
+            (b + l.nr_batches.get(), r + l.nr_requests.get())
+        })
     }
 
     /// Publishes a notice: wakes this shard's own waiters now and sends it
@@ -116,7 +127,9 @@ pub async fn run(id: ShardId, init: ShardInit) {
         mesh: init.mesh,
         mesh_state: init.mesh_state,
         stopping: LocalSignal::new(),
+        counters: crate::metrics::ShardCounters::new(init.stats.clone(), id.0),
     });
+    crate::metrics::spawn_sampler(&shard);
     // Inbox drains run in the latency queue: a busy shard otherwise only
     // notices a wake from another thread at its next preemption (~100 ms).
     let queue = latency_queue("inbox");

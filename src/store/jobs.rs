@@ -17,6 +17,8 @@ pub struct RequestId(pub u64);
 pub enum Proc {
     /// `queen.configure`: create or update a queue.
     Configure,
+    /// `queen.metrics_snapshot`: per-queue rates, lag and DLQ depth for the metrics scrape.
+    MetricsSnapshot,
     /// `queen.pop`: claim partitions and read a batch.
     Pop,
     /// `queen.ack_batch`: apply acknowledgements.
@@ -88,6 +90,7 @@ impl Proc {
     pub fn sql(self) -> &'static str {
         match self {
             Proc::Configure => "SELECT queen.configure($1::jsonb)",
+            Proc::MetricsSnapshot => "SELECT queen.metrics_snapshot($1::jsonb)",
             Proc::Pop => "SELECT queen.pop($1::jsonb)",
             Proc::AckBatch => "SELECT queen.ack_batch($1::jsonb)",
             Proc::ExtendLease => "SELECT queen.extend_lease($1::jsonb)",

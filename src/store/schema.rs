@@ -27,6 +27,7 @@ const FILES: &[(&str, &str)] = &[
         "050_security.sql",
         include_str!("../../sql/050_security.sql"),
     ),
+    ("040_metrics.sql", include_str!("../../sql/040_metrics.sql")),
 ];
 
 /// Applies every file; returns the name of the file that failed with the error.

@@ -1,0 +1,100 @@
+//! The DB part of a scrape (per-queue push rate, lag, DLQ depth, maintenance
+//! flags; `queen.metrics_snapshot`), cached per shard so that a Prometheus
+//! scrape every few seconds does not query PostgreSQL every time.
+//!
+//! Policy (stale-while-revalidate): a snapshot younger than [`CACHE_TTL`] is
+//! served as is. An older one is served too, and the scrape that finds it
+//! stale starts one background refresh (a task on the shard), so a scrape
+//! never waits for PostgreSQL once a snapshot exists; only the first scrape
+//! on a shard waits, at most [`REFRESH_WAIT`]. The age of what was served is
+//! `queen_queue_metrics_age_seconds`. The per-queue families are rendered to
+//! text once per refresh ([`super::prom::queue_block`]), not per scrape.
+//! The cache is shard-local (a thread-local on the shard's thread), so two
+//! shards may each query once per TTL.
+
+use crate::shard::Shard;
+use crate::store::Proc;
+use serde_json::{json, Value};
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+/// How long a snapshot is served before a scrape refreshes it. Shorter than
+/// any sensible scrape interval's multiple, long enough that dashboards
+/// polling every second cost one query per shard per TTL.
+pub const CACHE_TTL: Duration = Duration::from_secs(5);
+/// How long a scrape waits for a refresh before answering with the stale copy.
+pub const REFRESH_WAIT: Duration = Duration::from_secs(2);
+/// Queues listed per snapshot (per-queue series are bounded by this).
+pub const MAX_QUEUES: u32 = 10_000;
+
+/// A DB snapshot and when it was taken.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    /// `queen.metrics_snapshot`'s result (`Null` until a query succeeded).
+    pub data: Rc<Value>,
+    /// When `data` was read (`None`: never).
+    pub at: Option<Instant>,
+    /// Whether the last refresh attempt reached PostgreSQL.
+    pub db_ok: bool,
+    /// The per-queue families of `data`, rendered.
+    pub queues_text: Rc<String>,
+}
+
+thread_local! {
+    static CACHE: RefCell<Snapshot> = RefCell::new(Snapshot {
+        data: Rc::new(Value::Null),
+        at: None,
+        db_ok: false,
+        queues_text: Rc::new(String::new()),
+    });
+    static REFRESHING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// The snapshot for a scrape on `shard` (see the module policy).
+pub async fn get(shard: &Rc<Shard>) -> Snapshot {
+    let current = CACHE.with(|c| c.borrow().clone());
+    let fresh = current.at.is_some_and(|t| t.elapsed() < CACHE_TTL);
+    if fresh || REFRESHING.with(Cell::get) && current.at.is_some() {
+        return current;
+    }
+    if current.at.is_some() {
+        let s = shard.clone();
+        REFRESHING.with(|r| r.set(true));
+        glommio::spawn_local(async move { refresh(&s).await }).detach();
+        return current;
+    }
+    REFRESHING.with(|r| r.set(true));
+    refresh(shard).await;
+    CACHE.with(|c| c.borrow().clone())
+}
+
+/// Queries the snapshot (bounded by [`REFRESH_WAIT`]) and stores it.
+async fn refresh(shard: &Rc<Shard>) {
+    let call = shard
+        .db
+        .call(Proc::MetricsSnapshot, json!({ "maxQueues": MAX_QUEUES }));
+    let timeout = async {
+        glommio::timer::sleep(REFRESH_WAIT).await;
+        Err(crate::store::StoreError::Busy)
+    };
+    let outcome = futures_lite::future::or(call, timeout).await;
+    REFRESHING.with(|r| r.set(false));
+    CACHE.with(|c| {
+        let mut c = c.borrow_mut();
+        match outcome {
+            Ok(v) => {
+                *c = Snapshot {
+                    queues_text: Rc::new(super::prom::queue_block(&v)),
+                    data: Rc::new(v),
+                    at: Some(Instant::now()),
+                    db_ok: true,
+                }
+            }
+            Err(e) => {
+                log::debug!("metrics snapshot failed: {e}");
+                c.db_ok = false;
+            }
+        }
+    });
+}

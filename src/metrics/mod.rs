@@ -1,0 +1,261 @@
+//! Metrics: per-shard counters, their cross-shard sum, process figures, and
+//! the cached per-queue DB snapshot behind `GET /metrics` and
+//! `GET /metrics/prometheus` (rendered in [`prom`]).
+//!
+//! # Ownership and threads (decision)
+//! Every shard owns one [`ShardStats`] slot of a process-wide [`Board`]
+//! (`Arc<[ShardStats]>` created by main before the executors start). A slot is
+//! a cache-line-aligned block of `AtomicU64`s written **only by its owning
+//! shard**, with a Relaxed load and a Relaxed store (no read-modify-write, so
+//! no locked instruction: the same cost as a `Cell<u64>`). A scrape on any
+//! shard reads every slot with Relaxed loads: it never stops, waits for or
+//! messages another shard, and each figure is at most one increment stale.
+//! Figures of different slots are not a consistent cut; for counters that is
+//! harmless. Nothing here takes a lock.
+//!
+//! Rates (`*_per_minute`, the JSON `rate`) are computed by each shard's own
+//! sampler task ([`spawn_sampler`], once a second, on the shard) from a ring
+//! of its past counter values, and published as gauges in its slot. The same
+//! task measures event-loop lag (how late a 1 s timer fires).
+//!
+//! Counters that other per-shard structures already keep (`DbClient::nr_jobs`,
+//! the push lanes' batch and request counts) are copied into the slot by the
+//! sampler rather than counted twice.
+
+pub mod dbsnap;
+pub mod process;
+pub mod prom;
+
+use crate::shard::Shard;
+use std::collections::VecDeque;
+use std::rc::{Rc, Weak};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How often a shard samples its counters for rates and measures loop lag.
+pub const SAMPLE_EVERY: Duration = Duration::from_secs(1);
+/// Samples kept: one minute of history plus the current one.
+const RING: usize = 61;
+/// Window of the JSON per-second `rate` (short enough to follow the chart,
+/// long enough to smooth single bursts).
+const RATE_WINDOW_S: usize = 5;
+
+/// One shard's published figures. Written by its owner only.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+pub struct ShardStats {
+    /// HTTP requests routed.
+    pub requests: AtomicU64,
+    /// Push requests.
+    pub push_requests: AtomicU64,
+    /// Messages accepted by push.
+    pub push_messages: AtomicU64,
+    /// Pop requests.
+    pub pop_requests: AtomicU64,
+    /// Messages delivered by pop.
+    pub pop_messages: AtomicU64,
+    /// Pops that answered with nothing.
+    pub pop_empty: AtomicU64,
+    /// Ack requests (single or batch).
+    pub ack_requests: AtomicU64,
+    /// Acknowledged items.
+    pub ack_messages: AtomicU64,
+    /// Transactions.
+    pub transactions: AtomicU64,
+    /// Requests answered 5xx.
+    pub errors: AtomicU64,
+    /// Jobs handed to the DB threads (copied from `DbClient::nr_jobs`).
+    pub db_jobs: AtomicU64,
+    /// Push batches flushed (copied from the lanes).
+    pub push_batches: AtomicU64,
+    /// Push requests fused into those batches (copied from the lanes).
+    pub push_fused: AtomicU64,
+    /// Gauge: this shard's DB jobs submitted and not answered yet.
+    pub db_inflight: AtomicU64,
+    /// Gauge: pops parked in a long poll now.
+    pub parked: AtomicU64,
+    /// Gauge: last event-loop lag, µs.
+    pub loop_lag_us: AtomicU64,
+    /// Gauge: requests in the last minute.
+    pub requests_pm: AtomicU64,
+    /// Gauge: messages pushed + popped in the last minute.
+    pub messages_pm: AtomicU64,
+    /// Gauge: acked items in the last minute.
+    pub acks_pm: AtomicU64,
+    /// Gauge: DB jobs in the last minute.
+    pub jobs_pm: AtomicU64,
+    /// Gauge: 5xx answers in the last minute.
+    pub errors_pm: AtomicU64,
+    /// Gauge: requests per second ×1000 over the last `RATE_WINDOW_S` s.
+    pub requests_rate_milli: AtomicU64,
+    /// Gauge: messages per second ×1000 over the last `RATE_WINDOW_S` s.
+    pub messages_rate_milli: AtomicU64,
+}
+
+/// Adds `n` to a counter only this thread writes.
+#[inline]
+fn bump(a: &AtomicU64, n: u64) {
+    a.store(a.load(Relaxed).wrapping_add(n), Relaxed);
+}
+
+/// Every shard's slot, and the process start time.
+#[derive(Debug)]
+pub struct Board {
+    /// Slot `i` belongs to shard `i`.
+    pub shards: Box<[ShardStats]>,
+    /// When the process started serving.
+    pub started: Instant,
+}
+
+impl Board {
+    /// A board with `n` zeroed slots.
+    pub fn new(n: usize) -> Arc<Board> {
+        Arc::new(Board {
+            shards: (0..n).map(|_| ShardStats::default()).collect(),
+            started: Instant::now(),
+        })
+    }
+
+    /// The sum of one field over every shard.
+    pub fn sum(&self, f: impl Fn(&ShardStats) -> &AtomicU64) -> u64 {
+        self.shards.iter().map(|s| f(s).load(Relaxed)).sum()
+    }
+}
+
+/// A shard's writing handle on its own slot (owned by `Shard`).
+#[derive(Debug)]
+pub struct ShardCounters {
+    /// The whole board (read by scrapes on this shard).
+    pub board: Arc<Board>,
+    /// This shard's slot index.
+    idx: usize,
+}
+
+impl ShardCounters {
+    /// The handle of shard `idx`.
+    pub fn new(board: Arc<Board>, idx: usize) -> ShardCounters {
+        ShardCounters { board, idx }
+    }
+
+    /// This shard's slot.
+    pub fn mine(&self) -> &ShardStats {
+        &self.board.shards[self.idx]
+    }
+
+    /// A request was routed; `status` is its answer.
+    pub fn request(&self, status: u16) {
+        let s = self.mine();
+        bump(&s.requests, 1);
+        if status >= 500 {
+            bump(&s.errors, 1);
+        }
+    }
+
+    /// A push request stored `n` messages.
+    pub fn pushed(&self, n: usize) {
+        bump(&self.mine().push_requests, 1);
+        bump(&self.mine().push_messages, n as u64);
+    }
+
+    /// A pop request delivered `n` messages (0 = empty pop).
+    pub fn popped(&self, n: usize) {
+        let s = self.mine();
+        bump(&s.pop_requests, 1);
+        if n == 0 {
+            bump(&s.pop_empty, 1);
+        } else {
+            bump(&s.pop_messages, n as u64);
+        }
+    }
+
+    /// An ack request applied `n` items.
+    pub fn acked(&self, n: usize) {
+        bump(&self.mine().ack_requests, 1);
+        bump(&self.mine().ack_messages, n as u64);
+    }
+
+    /// A transaction ran.
+    pub fn transaction(&self) {
+        bump(&self.mine().transactions, 1);
+    }
+
+    /// A pop parks (`+1`) or leaves its long poll (`-1`); see [`Parked`].
+    pub fn parked(&self) -> Parked<'_> {
+        bump(&self.mine().parked, 1);
+        Parked(self)
+    }
+}
+
+/// Guard of a parked pop: the gauge drops when the pop leaves, however it leaves.
+#[derive(Debug)]
+pub struct Parked<'a>(&'a ShardCounters);
+
+impl Drop for Parked<'_> {
+    fn drop(&mut self) {
+        let p = &self.0.mine().parked;
+        p.store(p.load(Relaxed).saturating_sub(1), Relaxed);
+    }
+}
+
+/// One sample of the counters the rates are computed from.
+#[derive(Debug, Clone, Copy, Default)]
+struct Sample {
+    requests: u64,
+    messages: u64,
+    acks: u64,
+    jobs: u64,
+    errors: u64,
+}
+
+/// Starts the shard's sampler: every [`SAMPLE_EVERY`] it copies the DB and
+/// lane counters into the slot, measures loop lag, and publishes rates. Ends
+/// when the shard is dropped.
+pub fn spawn_sampler(shard: &Rc<Shard>) {
+    let weak: Weak<Shard> = Rc::downgrade(shard);
+    glommio::spawn_local(async move {
+        let mut ring: VecDeque<Sample> = VecDeque::with_capacity(RING);
+        loop {
+            let asked = Instant::now();
+            glommio::timer::sleep(SAMPLE_EVERY).await;
+            let late = asked.elapsed().saturating_sub(SAMPLE_EVERY);
+            let Some(shard) = weak.upgrade() else { return };
+            if shard.stopping.is_fired() {
+                return;
+            }
+            let s = shard.counters.mine();
+            s.loop_lag_us.store(late.as_micros() as u64, Relaxed);
+            s.db_jobs.store(shard.db.nr_jobs.get(), Relaxed);
+            s.db_inflight.store(shard.db.in_flight() as u64, Relaxed);
+            let (batches, fused) = shard.lane_totals();
+            s.push_batches.store(batches, Relaxed);
+            s.push_fused.store(fused, Relaxed);
+            let now = Sample {
+                requests: s.requests.load(Relaxed),
+                messages: s.push_messages.load(Relaxed) + s.pop_messages.load(Relaxed),
+                acks: s.ack_messages.load(Relaxed),
+                jobs: s.db_jobs.load(Relaxed),
+                errors: s.errors.load(Relaxed),
+            };
+            if ring.len() == RING {
+                ring.pop_front();
+            }
+            ring.push_back(now);
+            // The ring is never empty here: a sample was just pushed.
+            let oldest = ring.front().copied().unwrap_or_default();
+            s.requests_pm.store(now.requests - oldest.requests, Relaxed);
+            s.messages_pm.store(now.messages - oldest.messages, Relaxed);
+            s.acks_pm.store(now.acks - oldest.acks, Relaxed);
+            s.jobs_pm.store(now.jobs - oldest.jobs, Relaxed);
+            s.errors_pm.store(now.errors - oldest.errors, Relaxed);
+            let back = ring.len().saturating_sub(1).min(RATE_WINDOW_S);
+            let then = ring[ring.len() - 1 - back];
+            let secs = back.max(1) as u64;
+            s.requests_rate_milli
+                .store((now.requests - then.requests) * 1000 / secs, Relaxed);
+            s.messages_rate_milli
+                .store((now.messages - then.messages) * 1000 / secs, Relaxed);
+        }
+    })
+    .detach();
+}
