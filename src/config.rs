@@ -74,8 +74,14 @@ pub struct Config {
     pub apply_schema: bool,
     /// Long-poll settings.
     pub pop: PopConfig,
-    /// Spool directory (`FILE_BUFFER_DIR`); used by the spool (later issue).
+    /// Spool directory (`FILE_BUFFER_DIR`); shard i spools under `shard-<i>/`.
     pub file_buffer_dir: String,
+    /// `FILE_BUFFER_FLUSH_MS`: spool replay cadence.
+    pub file_buffer_flush_ms: u64,
+    /// `FILE_BUFFER_MAX_BATCH`: records per replay batch.
+    pub file_buffer_max_batch: usize,
+    /// `FILE_BUFFER_EVENTS_PER_FILE`: records per spool segment before rotating.
+    pub file_buffer_events_per_file: u64,
     /// `WEBAPP_ROOT`: serve the dashboard from this directory instead of the
     /// copy embedded in the binary (for working on the dashboard).
     pub webapp_root: Option<String>,
@@ -368,6 +374,9 @@ impl Config {
             file_buffer_dir: env
                 .non_empty("FILE_BUFFER_DIR")
                 .unwrap_or_else(|| "/var/lib/queen/buffers".into()),
+            file_buffer_flush_ms: env.parse("FILE_BUFFER_FLUSH_MS", 100)?.max(1),
+            file_buffer_max_batch: env.parse("FILE_BUFFER_MAX_BATCH", 100)?.clamp(1, 10_000),
+            file_buffer_events_per_file: env.parse("FILE_BUFFER_EVENTS_PER_FILE", 10_000)?.max(1),
             webapp_root: env.non_empty("WEBAPP_ROOT"),
             mesh,
             auth,

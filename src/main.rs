@@ -7,6 +7,7 @@
 //! - `api`: one file per HTTP endpoint; `api/mod.rs` lists the routes (shards).
 //! - `shard`: a shard's state: DB hand-off, push lanes, long-poll waiters (shards).
 //! - `store`: the DB thread group, typed jobs, schema apply (DB threads).
+//! - `spool`: the per-shard disk spool, its replay and the maintenance flags (shards).
 //! - `mesh`: the notice fan-out thread (mesh thread).
 //! - `ids`, `error`, `logging`: UUIDv7 minting, errors → HTTP, the log sink.
 //!
@@ -37,6 +38,7 @@ mod logging;
 mod mesh;
 mod metrics;
 mod shard;
+mod spool;
 mod store;
 
 use config::Config;

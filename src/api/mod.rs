@@ -6,11 +6,13 @@
 
 mod ack;
 mod admin;
+mod buffers;
 mod configure;
 mod dlq;
 mod groups;
 mod health;
 mod lease;
+mod maintenance;
 mod metrics;
 mod messages;
 pub mod params;
@@ -83,6 +85,15 @@ async fn route(shard: &Rc<Shard>, req: Request) -> Result<Response, ApiError> {
         (Post, ["api", "v1", "transaction"]) => txn::handle(shard, &req).await,
         (Get, ["api", "v1", "dlq"]) => dlq::handle(shard, &req).await,
         (Get, ["api", "v1", "system", "shared-state"]) => shared_state::handle(shard).await,
+        (Get, ["api", "v1", "system", "maintenance"]) => maintenance::get_push(shard).await,
+        (Post, ["api", "v1", "system", "maintenance"]) => {
+            maintenance::set(shard, &req, false).await
+        }
+        (Get, ["api", "v1", "system", "maintenance", "pop"]) => maintenance::get_pop(shard).await,
+        (Post, ["api", "v1", "system", "maintenance", "pop"]) => {
+            maintenance::set(shard, &req, true).await
+        }
+        (Get, ["api", "v1", "status", "buffers"]) => buffers::handle(shard).await,
         // consumer groups (§11): `lagging` before `{group}`
         (Get, ["api", "v1", "consumer-groups"]) => groups::list(shard, &req).await,
         (Get, ["api", "v1", "consumer-groups", "lagging"]) => groups::lagging(shard, &req).await,
@@ -150,6 +161,9 @@ fn known_path(s: &[&str]) -> bool {
             | ["api", "v1", "transaction"]
             | ["api", "v1", "dlq"]
             | ["api", "v1", "system", "shared-state"]
+            | ["api", "v1", "system", "maintenance"]
+            | ["api", "v1", "system", "maintenance", "pop"]
+            | ["api", "v1", "status", "buffers"]
     )
 }
 

@@ -184,6 +184,10 @@ fn looks_like_timestamp(s: &str) -> bool {
 
 /// Handles the three pop forms.
 pub async fn handle(shard: &Rc<Shard>, req: &Request, scope: Scope) -> Result<Response, ApiError> {
+    if shard.spool.pop_paused.get() {
+        // Pop maintenance (semantics.md §15): answer at once, no database.
+        return Ok(ok_json(&json!({"messages": [], "paused": true})));
+    }
     let deadline = Instant::now();
     let mut pop = parse(shard, req, scope)?;
     let deadline = deadline + pop.timeout;

@@ -113,6 +113,17 @@ pub async fn handle(shard: &Rc<Shard>, req: &Request) -> Result<Response, ApiErr
         .zip(echo)
         .enumerate()
         .map(|(index, (r, (queue, partition, txid)))| {
+            if r.get("status").and_then(Value::as_str) == Some("buffered") {
+                // http-api.md §3: no partition_id / trace_id before PostgreSQL has it.
+                return json!({
+                    "index": index,
+                    "transaction_id": txid,
+                    "message_id": r.get("message_id").cloned().unwrap_or(Value::Null),
+                    "status": "buffered",
+                    "queue": queue,
+                    "partition": partition,
+                });
+            }
             json!({
                 "index": index,
                 "transaction_id": txid,

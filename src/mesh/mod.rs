@@ -68,6 +68,14 @@ pub enum Notice {
         /// Queue name.
         queue: String,
     },
+    /// A maintenance flag changed (semantics.md §15): push maintenance, or
+    /// with `pop` the pop maintenance.
+    Maintenance {
+        /// Which flag: pop maintenance (true) or push maintenance (false).
+        pop: bool,
+        /// Its new value.
+        enabled: bool,
+    },
 }
 
 /// A notice with the shard it came from.

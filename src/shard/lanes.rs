@@ -66,12 +66,34 @@ impl PushLane {
     }
 
     /// Pushes one request's items; resolves with its per-item results.
+    ///
+    /// The request goes to the shard's disk spool instead (answered
+    /// `buffered`) when the spool says so (maintenance, PostgreSQL known
+    /// down, older records of its partitions spooled), or when its batch
+    /// fails for want of a connection. A copy of the items is kept for that
+    /// case: the batch consumes them on the way to the DB thread.
     pub async fn push(self: &Rc<Self>, items: Vec<Value>) -> Answer {
+        let Some(spool) = self.shard.upgrade().map(|s| s.spool.clone()) else {
+            return Err(StoreError::Unavailable("shutting down".into()));
+        };
+        if spool.must_spool(&self.tenant, &items) {
+            return spool.append(&self.tenant, items).await;
+        }
+        let copy = items.clone();
         let (tx, rx) = oneshot::channel();
         self.queued.borrow_mut().push_back(Pending { items, tx });
         self.kick();
-        rx.await
+        match rx
+            .await
             .unwrap_or_else(|_| Err(StoreError::Unavailable("push batch dropped".into())))
+        {
+            Err(StoreError::Unavailable(why)) => {
+                log::debug!("push spooled: {why}");
+                spool.pg_down();
+                spool.append(&self.tenant, copy).await
+            }
+            other => other,
+        }
     }
 
     /// Starts batches while there is room in flight and work queued.

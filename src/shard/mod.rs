@@ -75,6 +75,8 @@ pub struct Shard {
     /// Fired once when shutdown starts; parked pops answer at once. A
     /// shard-local mirror of the process-wide signal, which costs a mutex per poll.
     pub stopping: LocalSignal,
+    /// This shard's disk spool and maintenance flags (see `crate::spool`).
+    pub spool: Rc<crate::spool::Spool>,
     /// This shard's metrics counters (see `crate::metrics`).
     pub counters: crate::metrics::ShardCounters,
 }
@@ -106,6 +108,7 @@ impl Shard {
     pub fn notify(&self, notice: Notice) {
         match &notice {
             Notice::Pushed { queue } => self.waiters.wake(queue),
+            Notice::Maintenance { pop, enabled } => self.spool.set_flag(*pop, *enabled),
         }
         // A full mesh queue drops the hint; parked pops recheck on a timer.
         let _ = self.mesh.try_send(Envelope {
@@ -127,6 +130,12 @@ pub async fn run(id: ShardId, init: ShardInit) {
         mesh: init.mesh,
         mesh_state: init.mesh_state,
         stopping: LocalSignal::new(),
+        spool: Rc::new(crate::spool::Spool::new(
+            id,
+            &cfg.file_buffer_dir,
+            cfg.file_buffer_events_per_file,
+            cfg.nr_shards,
+        )),
         counters: crate::metrics::ShardCounters::new(init.stats.clone(), id.0),
     });
     crate::metrics::spawn_sampler(&shard);
@@ -157,6 +166,7 @@ pub async fn run(id: ShardId, init: ShardInit) {
             for n in buf.drain(..) {
                 match n {
                     Notice::Pushed { queue } => s.waiters.wake(&queue),
+                    Notice::Maintenance { pop, enabled } => s.spool.set_flag(pop, enabled),
                 }
             }
         }
@@ -166,6 +176,10 @@ pub async fn run(id: ShardId, init: ShardInit) {
         max_body_bytes: cfg.max_body_bytes,
         ..Default::default()
     });
+    // Leftover spool segments are adopted before serving, so no new push
+    // overtakes an older spooled one of its partition.
+    shard.spool.open(cfg.nr_shards).await;
+    crate::spool::replay::spawn(&shard);
     let handler: Rc<dyn shards::listen::Handler> = Rc::new(crate::api::Router::new(shard.clone()));
     if let Err(e) = shards::listen::serve(server, handler, init.shutdown).await {
         log::error!("shard {id}: HTTP server failed: {e}");

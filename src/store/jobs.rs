@@ -17,6 +17,10 @@ pub struct RequestId(pub u64);
 pub enum Proc {
     /// `queen.configure`: create or update a queue.
     Configure,
+    /// `queen.system_state_get`: the maintenance flags (§15).
+    SystemStateGet,
+    /// `queen.system_state_set`: set one maintenance flag (§15).
+    SystemStateSet,
     /// `queen.metrics_snapshot`: per-queue rates, lag and DLQ depth for the metrics scrape.
     MetricsSnapshot,
     /// `queen.pop`: claim partitions and read a batch.
@@ -90,6 +94,8 @@ impl Proc {
     pub fn sql(self) -> &'static str {
         match self {
             Proc::Configure => "SELECT queen.configure($1::jsonb)",
+            Proc::SystemStateGet => "SELECT queen.system_state_get($1::jsonb)",
+            Proc::SystemStateSet => "SELECT queen.system_state_set($1::jsonb)",
             Proc::MetricsSnapshot => "SELECT queen.metrics_snapshot($1::jsonb)",
             Proc::Pop => "SELECT queen.pop($1::jsonb)",
             Proc::AckBatch => "SELECT queen.ack_batch($1::jsonb)",

@@ -21,6 +21,10 @@ const FILES: &[(&str, &str)] = &[
     ),
     ("006_dlq.sql", include_str!("../../sql/006_dlq.sql")),
     ("010_groups.sql", include_str!("../../sql/010_groups.sql")),
+    (
+        "020_system_state.sql",
+        include_str!("../../sql/020_system_state.sql"),
+    ),
     ("011_resources.sql", include_str!("../../sql/011_resources.sql")),
     ("012_messages.sql", include_str!("../../sql/012_messages.sql")),
     (
