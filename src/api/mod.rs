@@ -21,6 +21,7 @@ mod push;
 mod seal;
 mod resources;
 mod shared_state;
+mod traces;
 mod txn;
 
 use crate::error::ApiError;
@@ -135,6 +136,11 @@ async fn route(shard: &Rc<Shard>, req: Request) -> Result<Response, ApiError> {
         (Post, ["api", "v1", "messages", p, t, "dlq"]) => messages::to_dlq(shard, &req, p, t).await,
         (Delete, ["api", "v1", "dlq"]) => messages::dlq_delete(shard, &req).await,
         (Post, ["api", "v1", "dlq", id, "replay"]) => messages::replay_by_id(shard, &req, id).await,
+        // traces (§10): `by-name` before `{partitionId}/{transactionId}`
+        (Post, ["api", "v1", "traces"]) => traces::add(shard, &req).await,
+        (Get, ["api", "v1", "traces", "names"]) => traces::names(shard, &req).await,
+        (Get, ["api", "v1", "traces", "by-name", n]) => traces::by_name(shard, &req, n).await,
+        (Get, ["api", "v1", "traces", p, t]) => traces::by_message(shard, &req, p, t).await,
         (_, path) if known_path(path) => Err(ApiError::MethodNotAllowed),
         (Get, path) if crate::dashboard::claims(path) => {
             crate::dashboard::handle(shard, path).await

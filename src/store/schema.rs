@@ -21,6 +21,7 @@ const FILES: &[(&str, &str)] = &[
     ),
     ("006_dlq.sql", include_str!("../../sql/006_dlq.sql")),
     ("010_groups.sql", include_str!("../../sql/010_groups.sql")),
+    ("013_traces.sql", include_str!("../../sql/013_traces.sql")),
     (
         "020_system_state.sql",
         include_str!("../../sql/020_system_state.sql"),
