@@ -166,6 +166,37 @@ fn known_path(s: &[&str]) -> bool {
             | ["api", "v1", "lease", _, "extend"]
             | ["api", "v1", "transaction"]
             | ["api", "v1", "dlq"]
+            | ["api", "v1", "consumer-groups"]
+            | ["api", "v1", "consumer-groups", _]
+            | ["api", "v1", "consumer-groups", _, "subscription"]
+            | ["api", "v1", "consumer-groups", _, "queues", _]
+            | ["api", "v1", "consumer-groups", _, "queues", _, "seek"]
+            | [
+                "api",
+                "v1",
+                "consumer-groups",
+                _,
+                "queues",
+                _,
+                "partitions",
+                _,
+                "seek"
+            ]
+            | ["api", "v1", "resources", "queues"]
+            | ["api", "v1", "resources", "queues", _]
+            | ["api", "v1", "resources", "queues", _, "depth"]
+            | ["api", "v1", "resources", "namespaces"]
+            | ["api", "v1", "resources", "tasks"]
+            | ["api", "v1", "resources", "overview"]
+            | ["api", "v1", "resources", "partitions"]
+            | ["api", "v1", "queues", _, "clear"]
+            | ["api", "v1", "messages"]
+            | ["api", "v1", "messages", _, _]
+            | ["api", "v1", "messages", _, _, "retry" | "dlq"]
+            | ["api", "v1", "dlq", _, "replay"]
+            | ["api", "v1", "traces"]
+            | ["api", "v1", "traces", "names"]
+            | ["api", "v1", "traces", _, _]
             | ["api", "v1", "system", "shared-state"]
             | ["api", "v1", "system", "maintenance"]
             | ["api", "v1", "system", "maintenance", "pop"]
