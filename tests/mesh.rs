@@ -365,3 +365,59 @@ fn bench_push_to_pop_latency_across_brokers_vs_one() {
         "p50 {b50:?} vs {a50:?}"
     );
 }
+
+/// An encryption key, so pushes consult the shard caches of queue settings.
+const ENC_KEY: &str = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+
+fn stored_encrypted(db: &Db, txid: &str) -> bool {
+    let rows = db.query(
+        "SELECT is_encrypted FROM queen.messages WHERE transaction_id = $1",
+        &[&txid],
+    );
+    assert_eq!(rows.len(), 1, "one row for {txid}");
+    rows[0].get(0)
+}
+
+#[test]
+fn queue_reconfigured_on_one_broker_takes_effect_for_pushes_on_the_others_at_once() {
+    let db = Db::fresh();
+    let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let b: Vec<Broker> = (0..3)
+        .map(|i| {
+            let others: Vec<u16> = (0..3).filter(|&j| j != i).map(|j| ports[j]).collect();
+            member(&db, ports[i], &others, false)
+                .env("QUEEN_ENCRYPTION_KEY", ENC_KEY)
+                .start()
+        })
+        .collect();
+    wait_mesh_up(&b);
+    b[0].configure("cfgq", json!({}));
+    // Every shard of B and C caches the flag off (fresh connections spread over shards).
+    let push = |br: &Broker, tx: &str| {
+        br.push(json!([{"queue": "cfgq", "transactionId": tx, "payload": {"t": tx}}]));
+    };
+    for (i, br) in b[1..].iter().enumerate() {
+        for k in 0..8 {
+            let tx = format!("plain-{i}-{k}");
+            push(br, &tx);
+            assert!(!stored_encrypted(&db, &tx));
+        }
+    }
+    b[0].configure("cfgq", json!({"encryptionEnabled": true}));
+    // The cache lives 60 s; the notice must beat it by far.
+    let mut n = 0;
+    check_for(Duration::from_secs(3), || {
+        n += 1;
+        let (tb, tc) = (format!("first-b-{n}"), format!("first-c-{n}"));
+        push(&b[1], &tb);
+        push(&b[2], &tc);
+        (stored_encrypted(&db, &tb) && stored_encrypted(&db, &tc)).then_some(())
+    });
+    for (i, br) in b[1..].iter().enumerate() {
+        for k in 0..8 {
+            let tx = format!("enc-{i}-{k}");
+            push(br, &tx);
+            assert!(stored_encrypted(&db, &tx), "{tx} stored in plaintext");
+        }
+    }
+}

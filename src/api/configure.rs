@@ -64,6 +64,11 @@ pub async fn handle(shard: &Rc<Shard>, req: &Request) -> Result<Response, ApiErr
     });
     let mut result = shard.db.call(Proc::Configure, arg).await?;
     crate::shard::cache::forget(&tenant, &queue);
+    // Other shards and brokers drop their cached settings too (the mesh).
+    shard.notify(crate::mesh::Notice::Configured {
+        tenant: tenant.to_string(),
+        queue: queue.clone(),
+    });
     if encryption_asked && crate::crypto::cipher().is_none() {
         // SEC-33: not an error, but the operator must hear about it.
         log::warn!("queue {queue:?} has encryptionEnabled but no valid QUEEN_ENCRYPTION_KEY is set: its payloads are stored in plaintext");

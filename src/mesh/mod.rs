@@ -76,6 +76,14 @@ pub enum Notice {
         /// Its new value.
         enabled: bool,
     },
+    /// `queue` of `tenant` was configured: every shard of every broker drops
+    /// its cached settings at once instead of waiting for the cache refresh.
+    Configured {
+        /// Tenant id.
+        tenant: String,
+        /// Queue name.
+        queue: String,
+    },
 }
 
 /// A notice with the shard it came from.

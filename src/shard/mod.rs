@@ -108,6 +108,7 @@ impl Shard {
     pub fn notify(&self, notice: Notice) {
         match &notice {
             Notice::Pushed { queue } => self.waiters.wake(queue),
+            Notice::Configured { tenant, queue } => cache::forget(tenant, queue),
             Notice::Maintenance { pop, enabled } => self.spool.set_flag(*pop, *enabled),
         }
         // A full mesh queue drops the hint; parked pops recheck on a timer.
@@ -166,6 +167,7 @@ pub async fn run(id: ShardId, init: ShardInit) {
             for n in buf.drain(..) {
                 match n {
                     Notice::Pushed { queue } => s.waiters.wake(&queue),
+                    Notice::Configured { tenant, queue } => cache::forget(&tenant, &queue),
                     Notice::Maintenance { pop, enabled } => s.spool.set_flag(pop, enabled),
                 }
             }
