@@ -28,6 +28,14 @@ pub const DEFAULT_DB_QUEUE_DEPTH: usize = 4096;
 pub const DEFAULT_POP_TIMEOUT_MS: u64 = 30_000;
 /// Pop batch when the request has none (1.x brokers use 200; the 1.3.0 client omits it).
 pub const DEFAULT_POP_BATCH: u32 = 200;
+/// Spool replay cadence in ms (config.md §7, the Queen default): how soon
+/// replay notices PostgreSQL is back.
+pub const DEFAULT_FILE_BUFFER_FLUSH_MS: u64 = 100;
+/// Records per spool replay batch (config.md §7): one push transaction each.
+pub const DEFAULT_FILE_BUFFER_MAX_BATCH: usize = 100;
+/// Records per spool segment before rotating (config.md §7): bounds what a
+/// replay reads into memory at once and what a corrupt segment can strand.
+pub const DEFAULT_FILE_BUFFER_EVENTS_PER_FILE: u64 = 10_000;
 /// Life in ms of queue settings a shard caches (config.md: the Queen
 /// default); a configure on the same shard drops its entry at once.
 pub const DEFAULT_CACHE_REFRESH_MS: u64 = 60_000;
@@ -374,9 +382,15 @@ impl Config {
             file_buffer_dir: env
                 .non_empty("FILE_BUFFER_DIR")
                 .unwrap_or_else(|| "/var/lib/queen/buffers".into()),
-            file_buffer_flush_ms: env.parse("FILE_BUFFER_FLUSH_MS", 100)?.max(1),
-            file_buffer_max_batch: env.parse("FILE_BUFFER_MAX_BATCH", 100)?.clamp(1, 10_000),
-            file_buffer_events_per_file: env.parse("FILE_BUFFER_EVENTS_PER_FILE", 10_000)?.max(1),
+            file_buffer_flush_ms: env
+                .parse("FILE_BUFFER_FLUSH_MS", DEFAULT_FILE_BUFFER_FLUSH_MS)?
+                .max(1),
+            file_buffer_max_batch: env
+                .parse("FILE_BUFFER_MAX_BATCH", DEFAULT_FILE_BUFFER_MAX_BATCH)?
+                .clamp(1, 10_000),
+            file_buffer_events_per_file: env
+                .parse("FILE_BUFFER_EVENTS_PER_FILE", DEFAULT_FILE_BUFFER_EVENTS_PER_FILE)?
+                .max(1),
             webapp_root: env.non_empty("WEBAPP_ROOT"),
             mesh,
             auth,

@@ -384,8 +384,7 @@ impl Spool {
         if st.sealed.front().is_some_and(|s| s.path == path) {
             st.sealed.pop_front();
         }
-        let idle =
-            st.sealed.is_empty() && st.active.as_ref().map_or(true, |(w, _)| w.records() == 0);
+        let idle = st.sealed.is_empty() && st.active.as_ref().is_none_or(|(w, _)| w.records() == 0);
         if idle && (st.records > 0 || !st.pending.is_empty()) {
             // Everything on disk is replayed: counts left over (records lost to
             // a corrupt segment written by this process) must not keep
