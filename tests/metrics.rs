@@ -220,7 +220,16 @@ fn prometheus_text_parses_with_the_spec_families_after_a_workload() {
     let db = Db::fresh();
     let b = Broker::start(&db);
     workload(&b);
-    let (r, e) = scrape(&b);
+    // The per-queue figures are a snapshot up to `CACHE_TTL` (5 s) old: wait
+    // for one taken after the workload.
+    let (r, e) = check_for(std::time::Duration::from_secs(15), || {
+        let (r, e) = scrape(&b);
+        let fresh = e.samples.get("queen_dlq_depth_by_queue").is_some_and(|v| {
+            v.iter()
+                .any(|s| s.labels.get("queue").map(String::as_str) == Some("mq") && s.value == 1.0)
+        });
+        fresh.then_some((r, e))
+    });
     assert!(r
         .header("content-type")
         .unwrap_or("")

@@ -9,6 +9,7 @@
 //! on a shard waits, at most [`REFRESH_WAIT`]. The age of what was served is
 //! `queen_queue_metrics_age_seconds`. The per-queue families are rendered to
 //! text once per refresh ([`super::prom::queue_block`]), not per scrape.
+//! The shard's sampler takes the first snapshot soon after boot ([`warm`]).
 //! The cache is shard-local (a thread-local on the shard's thread), so two
 //! shards may each query once per TTL.
 
@@ -67,6 +68,18 @@ pub async fn get(shard: &Rc<Shard>) -> Snapshot {
     REFRESHING.with(|r| r.set(true));
     refresh(shard).await;
     CACHE.with(|c| c.borrow().clone())
+}
+
+/// Starts a refresh when the shard has no snapshot yet and none is running
+/// (called by the shard's sampler every second, so that the first scrape
+/// after boot is served from memory as well).
+pub fn warm(shard: &Rc<Shard>) {
+    if CACHE.with(|c| c.borrow().at.is_some()) || REFRESHING.with(Cell::get) {
+        return;
+    }
+    REFRESHING.with(|r| r.set(true));
+    let s = shard.clone();
+    glommio::spawn_local(async move { refresh(&s).await }).detach();
 }
 
 /// Queries the snapshot (bounded by [`REFRESH_WAIT`]) and stores it.

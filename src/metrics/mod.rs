@@ -223,6 +223,7 @@ pub fn spawn_sampler(shard: &Rc<Shard>) {
             if shard.stopping.is_fired() {
                 return;
             }
+            dbsnap::warm(&shard);
             let s = shard.counters.mine();
             s.loop_lag_us.store(late.as_micros() as u64, Relaxed);
             s.db_jobs.store(shard.db.nr_jobs.get(), Relaxed);
