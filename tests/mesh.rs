@@ -421,3 +421,34 @@ fn queue_reconfigured_on_one_broker_takes_effect_for_pushes_on_the_others_at_onc
         }
     }
 }
+
+/// True when `n` fresh connections to `b` (spread over its shards) all see `key == want`.
+fn every_shard_sees(b: &Broker, path: &str, key: &str, want: bool) -> bool {
+    (0..10).all(|_| b.get(path).json()[key] == want)
+}
+
+#[test]
+fn maintenance_switched_on_one_broker_holds_on_the_others() {
+    let db = Db::fresh();
+    let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let b: Vec<Broker> = (0..3)
+        .map(|i| {
+            let others: Vec<u16> = (0..3).filter(|&j| j != i).map(|j| ports[j]).collect();
+            // The periodic re-read is far away: only the mesh can carry the flag.
+            member(&db, ports[i], &others, false)
+                .env("QUEEN_CACHE_REFRESH_INTERVAL_MS", "600000")
+                .start()
+        })
+        .collect();
+    wait_mesh_up(&b);
+    let path = "/api/v1/system/maintenance/pop";
+    for want in [true, false] {
+        let r = b[0].post_json(path, &json!({ "enabled": want }));
+        assert_eq!(r.status, 200, "{}", r.text());
+        for br in &b[1..] {
+            check_for(Duration::from_secs(3), || {
+                every_shard_sees(br, path, "popMaintenanceMode", want).then_some(())
+            });
+        }
+    }
+}
