@@ -48,6 +48,27 @@ pub const DEFAULT_SYNC_HEARTBEAT_MS: u64 = 1000;
 /// missed heartbeats, so one slow heartbeat does not flap the state).
 pub const DEFAULT_SYNC_DEAD_THRESHOLD_MS: u64 = 5000;
 
+/// Retention cycle in ms when `RETENTION_INTERVAL` is unset (the later broker's 5 s:
+/// short rounds keep up with inflow without long deletes).
+pub const DEFAULT_RETENTION_INTERVAL_MS: u64 = 5_000;
+/// Eviction (and expired-lease reclaim) cycle in ms when `EVICTION_INTERVAL` is unset (spec).
+pub const DEFAULT_EVICTION_INTERVAL_MS: u64 = 60_000;
+/// Rows per retention/eviction delete round (spec default; bounds lock time).
+pub const DEFAULT_JOB_BATCH_SIZE: u32 = 1_000;
+
+/// Background job settings (`RETENTION_*`, `EVICTION_*`); an interval of 0 disables the job.
+#[derive(Debug, Clone)]
+pub struct JobsConfig {
+    /// `RETENTION_INTERVAL` ms (retention and completed retention).
+    pub retention_interval_ms: u64,
+    /// `RETENTION_BATCH_SIZE`.
+    pub retention_batch: u32,
+    /// `EVICTION_INTERVAL` ms (max-wait eviction and expired-lease reclaim).
+    pub eviction_interval_ms: u64,
+    /// `EVICTION_BATCH_SIZE`.
+    pub eviction_batch: u32,
+}
+
 /// Where a new named consumer group starts when its first pop names no mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SubscriptionDefault {
@@ -82,6 +103,8 @@ pub struct Config {
     pub apply_schema: bool,
     /// Long-poll settings.
     pub pop: PopConfig,
+    /// Background jobs (retention, eviction, lease reclaim).
+    pub jobs: JobsConfig,
     /// Spool directory (`FILE_BUFFER_DIR`); shard i spools under `shard-<i>/`.
     pub file_buffer_dir: String,
     /// `FILE_BUFFER_FLUSH_MS`: spool replay cadence.
@@ -363,7 +386,19 @@ impl Config {
                     .into(),
             });
         }
+        let jobs = JobsConfig {
+            retention_interval_ms: env
+                .parse("RETENTION_INTERVAL", DEFAULT_RETENTION_INTERVAL_MS)?,
+            retention_batch: env
+                .parse("RETENTION_BATCH_SIZE", DEFAULT_JOB_BATCH_SIZE)?
+                .max(1),
+            eviction_interval_ms: env.parse("EVICTION_INTERVAL", DEFAULT_EVICTION_INTERVAL_MS)?,
+            eviction_batch: env
+                .parse("EVICTION_BATCH_SIZE", DEFAULT_JOB_BATCH_SIZE)?
+                .max(1),
+        };
         Ok(Config {
+            jobs,
             http_addr,
             nr_shards,
             worker_id: env

@@ -34,6 +34,7 @@ mod dashboard;
 mod crypto;
 mod error;
 mod ids;
+mod jobs;
 mod logging;
 mod mesh;
 mod metrics;

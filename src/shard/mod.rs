@@ -140,6 +140,10 @@ pub async fn run(id: ShardId, init: ShardInit) {
         counters: crate::metrics::ShardCounters::new(init.stats.clone(), id.0),
     });
     crate::metrics::spawn_sampler(&shard);
+    if id.0 == 0 {
+        // Shard 0 owns the background job schedule (src/jobs).
+        crate::jobs::spawn(&shard);
+    }
     // Inbox drains run in the latency queue: a busy shard otherwise only
     // notices a wake from another thread at its next preemption (~100 ms).
     let queue = latency_queue("inbox");

@@ -1,0 +1,75 @@
+//! Background jobs (semantics.md §12): retention and completed retention,
+//! max-wait eviction, expired-lease reclaim.
+//!
+//! # Threads and ownership
+//! Shard 0 owns the schedule: one glommio task per job sleeps its interval
+//! (glommio timer), then sends `Proc::Maintenance` rounds to the DB thread
+//! group like any request. The SQL side (`queen.maintenance`, sql/014) does
+//! one bounded round per call in its own transaction under a try advisory
+//! lock per job, so one broker of a cluster runs a job at a time and a busy
+//! lock is a skip. A round that hit its batch size is repeated at once (up to
+//! [`MAX_ROUNDS`]) so the job keeps up with inflow without long transactions.
+//! Expired-lease reclaim runs on the eviction interval.
+
+use crate::shard::Shard;
+use crate::store::Proc;
+use serde_json::json;
+use std::rc::Rc;
+use std::time::Duration;
+
+/// Rounds one cycle may chain when every round was full (bounds a cycle's DB
+/// time so a huge backlog cannot starve request jobs; the next cycle resumes).
+pub const MAX_ROUNDS: u32 = 100;
+
+/// Starts the job schedule on this shard (call on shard 0 only).
+pub fn spawn(shard: &Rc<Shard>) {
+    let cfg = &shard.cfg.jobs;
+    let jobs = [
+        ("retention", cfg.retention_interval_ms, cfg.retention_batch),
+        ("eviction", cfg.eviction_interval_ms, cfg.eviction_batch),
+        (
+            "lease_reclaim",
+            cfg.eviction_interval_ms,
+            cfg.eviction_batch,
+        ),
+    ];
+    for (job, interval_ms, batch) in jobs {
+        if interval_ms == 0 {
+            log::info!("background job {job}: disabled (interval 0)");
+            continue;
+        }
+        let s = shard.clone();
+        let task = glommio::spawn_local(async move {
+            run(s, job, Duration::from_millis(interval_ms), batch).await
+        });
+        task.detach();
+    }
+}
+
+/// The loop of one job until shutdown.
+async fn run(shard: Rc<Shard>, job: &'static str, interval: Duration, batch: u32) {
+    loop {
+        glommio::timer::sleep(interval).await;
+        if shard.stopping.is_fired() {
+            return;
+        }
+        for _ in 0..MAX_ROUNDS {
+            let arg = json!({"job": job, "batchSize": batch, "broker": shard.cfg.server_id});
+            match shard.db.call(Proc::Maintenance, arg).await {
+                Ok(r) => {
+                    let rows = r["rows"].as_u64().unwrap_or(0);
+                    if rows > 0 {
+                        log::debug!("background job {job}: {rows} rows");
+                    }
+                    if r["ran"] != true || rows < u64::from(batch) || shard.stopping.is_fired() {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    log::warn!("background job {job} failed: {e}");
+                    break;
+                }
+            }
+        }
+    }
+}
