@@ -7,8 +7,8 @@
 //! - `api`: one file per HTTP endpoint; `api/mod.rs` lists the routes (shards).
 //! - `shard`: a shard's state: DB hand-off, push lanes, long-poll waiters (shards).
 //! - `store`: the DB thread group, typed jobs, schema apply (DB threads).
-//! - `spool`: the per-shard disk spool, its replay and the maintenance flags (shards).
 //! - `mesh`: the notice fan-out thread (mesh thread).
+//! - `spool`: the per-shard disk spool, its replay and the maintenance flags (shards).
 //! - `ids`, `error`, `logging`: UUIDv7 minting, errors → HTTP, the log sink.
 //!
 //! # Threads and ownership
@@ -30,8 +30,8 @@
 mod api;
 mod auth;
 mod config;
-mod dashboard;
 mod crypto;
+mod dashboard;
 mod error;
 mod ids;
 mod jobs;
