@@ -86,7 +86,7 @@ fn main() {
         env!("CARGO_PKG_VERSION"),
         cfg.describe()
     );
-    log::info!("PostgreSQL link: plaintext; mesh: local fan-out only");
+    log::info!("PostgreSQL link: plaintext");
     log::info!("{}", cfg.auth.boot_line());
     crypto::install(&cfg.encryption);
     match &cfg.encryption {
