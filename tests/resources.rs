@@ -293,3 +293,13 @@ fn clear_deletes_messages_keeps_the_queue_and_rewinds_cursors() {
     assert_eq!(r.status, 404);
     assert_eq!(r.json()["error"], "Partition not found");
 }
+
+#[test]
+fn stats_refresh_answers_success_without_a_body() {
+    let db = Db::fresh();
+    let b = Broker::start(&db);
+    let r = b.post_empty("/api/v1/stats/refresh");
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json(), json!({"success": true}));
+    assert_eq!(b.get("/api/v1/stats/refresh").status, 405);
+}

@@ -126,6 +126,7 @@ async fn route(shard: &Rc<Shard>, req: Request) -> Result<Response, ApiError> {
         (Get, ["api", "v1", "resources", "overview"]) => resources::overview(shard, &req).await,
         (Get, ["api", "v1", "resources", "partitions"]) => resources::partitions(shard, &req).await,
         (Delete, ["api", "v1", "queues", q, "clear"]) => resources::clear(shard, &req, q).await,
+        (Post, ["api", "v1", "stats", "refresh"]) => resources::stats_refresh(shard, &req).await,
         // messages and dead letters (§9)
         (Get, ["api", "v1", "messages"]) => messages::list(shard, &req).await,
         (Get, ["api", "v1", "messages", p, t]) => messages::detail(shard, &req, p, t).await,
@@ -190,6 +191,7 @@ fn known_path(s: &[&str]) -> bool {
             | ["api", "v1", "resources", "overview"]
             | ["api", "v1", "resources", "partitions"]
             | ["api", "v1", "queues", _, "clear"]
+            | ["api", "v1", "stats", "refresh"]
             | ["api", "v1", "messages"]
             | ["api", "v1", "messages", _, _]
             | ["api", "v1", "messages", _, _, "retry" | "dlq"]
