@@ -134,3 +134,22 @@ fn webapp_root_serves_from_disk() {
     );
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn the_dashboard_and_metrics_stay_public_with_jwt_on() {
+    let db = Db::fresh();
+    let b = Broker::builder(&db)
+        .env("JWT_ENABLED", "true")
+        .env(
+            "JWT_SECRET",
+            "a-test-secret-of-sufficient-length-0123456789",
+        )
+        .start();
+    assert_eq!(b.get("/").status, 200);
+    assert_eq!(b.get(&asset_url(&b, "app.css")).status, 200);
+    assert_eq!(b.get("/queues/x").status, 200);
+    assert_eq!(b.get("/metrics").status, 200);
+    assert_eq!(b.get("/metrics/prometheus").status, 200);
+    // The views' data is not: the dashboard then asks for a token.
+    assert_eq!(b.get("/api/v1/resources/overview").status, 401);
+}

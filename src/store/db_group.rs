@@ -166,7 +166,9 @@ fn serve(
             Err(_) => return,
         };
         let reply = if ready.load(Ordering::Acquire) {
-            run(&pool, env.job)
+            let reply = run(&pool, env.job);
+            log_link(&reply);
+            reply
         } else {
             unavailable(env.job, "database not connected yet")
         };
@@ -177,6 +179,32 @@ fn serve(
                 reply,
             });
         }
+    }
+}
+
+/// Whether the last job saw PostgreSQL unreachable (for the lost/back log lines).
+static PG_LOST: AtomicBool = AtomicBool::new(false);
+
+/// Logs one line when PostgreSQL becomes unreachable and one when it answers
+/// again (issue 7: one line per notable event, not one per failed job).
+fn log_link(reply: &StoreReply) {
+    let lost = match reply {
+        StoreReply::Value(Err(StoreError::Unavailable(m))) => Some(m),
+        StoreReply::Push(v) => v.iter().find_map(|r| match r {
+            Err(StoreError::Unavailable(m)) => Some(m),
+            _ => None,
+        }),
+        _ => None,
+    };
+    if PG_LOST.load(Ordering::Relaxed) == lost.is_some() {
+        return;
+    }
+    match lost {
+        Some(m) if !PG_LOST.swap(true, Ordering::Relaxed) => {
+            log::warn!("PostgreSQL lost: {m}")
+        }
+        None if PG_LOST.swap(false, Ordering::Relaxed) => log::info!("PostgreSQL back"),
+        _ => {}
     }
 }
 
