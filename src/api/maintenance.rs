@@ -79,6 +79,12 @@ pub async fn set(shard: &Rc<Shard>, req: &Request, pop: bool) -> Result<Response
         .await?;
     shard.spool.set_flag(pop, enabled);
     shard.notify(Notice::Maintenance { pop, enabled });
+    log::info!(
+        "{} maintenance switched {} (shard {})",
+        if pop { "pop" } else { "push" },
+        if enabled { "on" } else { "off" },
+        shard.id
+    );
     if pop {
         return Ok(ok_json(&json!({
             "popMaintenanceMode": enabled,
