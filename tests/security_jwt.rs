@@ -486,9 +486,8 @@ fn sec14_route_levels_admin_routes_and_exact_skip_paths() {
         );
     }
     let r = call(&b, "DELETE", "/api/v1/dlq", Some(&rw), None);
-    assert_eq!(
-        r.status,
-        405,
+    assert!(
+        r.status != 401 && r.status != 403,
         "a skip path skips every method: {}",
         r.text()
     );

@@ -232,3 +232,69 @@ pub fn tenant<'a>(cfg: &Config, req: &'a Request) -> Result<Cow<'a, str>, ApiErr
     }
     Ok(Cow::Owned(t))
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::config::Config;
+
+    fn cfg(vars: &[(&str, &str)]) -> Result<Config, crate::config::ConfigError> {
+        let vars: Vec<(String, String)> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Config::from_lookup(&move |k| vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()))
+    }
+
+    #[test]
+    fn sec37_secrets_never_in_the_boot_block_or_debug() {
+        let secrets = [
+            ("JWT_SECRET", "jwt-secret-value-123"),
+            ("QUEEN_ENCRYPTION_KEY", &"ab".repeat(32)[..]),
+            ("QUEEN_SYNC_SECRET", &"cd".repeat(32)[..]),
+            ("PG_PASSWORD", "pg-password-secret"),
+        ];
+        let mut vars = vec![("JWT_ENABLED", "true")];
+        vars.extend_from_slice(&secrets);
+        let c = cfg(&vars).expect("boots");
+        let (d, dbg) = (c.describe(), format!("{c:?}"));
+        for (k, v) in secrets {
+            assert!(!d.contains(v), "{k} in describe: {d}");
+            assert!(!dbg.contains(v), "{k} in Debug");
+        }
+        assert!(d.contains("jwt_secret=<set:20 chars>"), "{d}");
+        assert!(d.contains("encryption_key=<set:64 chars>"), "{d}");
+        assert!(d.contains("sync_secret=<set:64 chars>"), "{d}");
+        assert!(!c.auth.boot_line().contains("jwt-secret-value-123"));
+    }
+
+    #[test]
+    fn sec19_tenancy_needs_the_trusted_proxy_flag() {
+        let e = cfg(&[("QUEEN_TENANCY_HEADER", "1")]).unwrap_err();
+        let line = e.to_string();
+        assert!(line.contains("QUEEN_TENANCY_HEADER") && line.contains("QUEEN_KV_TRUSTED_PROXY"));
+        let ok = cfg(&[
+            ("QUEEN_TENANCY_HEADER", "1"),
+            ("QUEEN_KV_TRUSTED_PROXY", "1"),
+        ]);
+        assert!(ok.expect("boots").tenancy_header);
+    }
+
+    #[test]
+    fn sec08_jwt_on_needs_key_material() {
+        assert_eq!(
+            cfg(&[("JWT_ENABLED", "true")]).unwrap_err().var,
+            "JWT_SECRET"
+        );
+        assert!(cfg(&[("JWT_ENABLED", "true"), ("JWT_SECRET", "s")]).is_ok());
+        assert_eq!(
+            cfg(&[
+                ("JWT_ENABLED", "true"),
+                ("JWT_ALGORITHM", "none"),
+                ("JWT_SECRET", "s")
+            ])
+            .unwrap_err()
+            .var,
+            "JWT_ALGORITHM"
+        );
+    }
+}
