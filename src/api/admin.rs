@@ -39,8 +39,10 @@ pub fn is_iso(s: &str) -> bool {
     if b.len() == 10 {
         return true;
     }
-    if !matches!(b[10], b'T' | b't' | b' ')
-        || !(digits(11..13) && b.get(13) == Some(&b':') && digits(14..16))
+    if !(matches!(b[10], b'T' | b't' | b' ')
+        && digits(11..13)
+        && b.get(13) == Some(&b':')
+        && digits(14..16))
     {
         return false;
     }
