@@ -50,8 +50,8 @@ pub enum KeyState {
     Unset,
     /// Set but unusable: encryption off, with this warning (never the key).
     Invalid(String),
-    /// A usable key.
-    Valid(Cipher),
+    /// A usable key (boxed: the key schedule is large).
+    Valid(Box<Cipher>),
 }
 
 impl KeyState {
@@ -85,15 +85,15 @@ impl KeyState {
                 }
             }
         }
-        KeyState::Valid(Cipher {
+        KeyState::Valid(Box::new(Cipher {
             gcm: Gcm16::new(GenericArray::from_slice(&key)),
-        })
+        }))
     }
 
     /// The cipher, when the key is usable.
     pub fn cipher(&self) -> Option<&Cipher> {
         match self {
-            KeyState::Valid(c) => Some(c),
+            KeyState::Valid(c) => Some(c.as_ref()),
             _ => None,
         }
     }

@@ -97,7 +97,7 @@ fn mutate(rng: &mut Rng) -> Vec<u8> {
             }
             _ => {
                 // Append another seed: pipelining and leftovers.
-                let s: &[u8] = *rng.pick(SEEDS);
+                let s: &&[u8] = rng.pick(SEEDS);
                 v.extend_from_slice(s);
             }
         }

@@ -191,7 +191,7 @@ pub fn check(cfg: &Config, req: &Request, segs: &[&str]) -> Result<(), ApiError>
         return Ok(());
     }
     let level = levels::route_level(&req.method, segs);
-    if level == Level::Public || auth.skip_paths.iter().any(|p| *p == req.path) {
+    if level == Level::Public || auth.skip_paths.contains(&req.path) {
         return Ok(());
     }
     let token = bearer(req).ok_or(ApiError::Unauthorized(reason::MISSING))?;
