@@ -424,7 +424,10 @@ impl Config {
                 .parse("FILE_BUFFER_MAX_BATCH", DEFAULT_FILE_BUFFER_MAX_BATCH)?
                 .clamp(1, 10_000),
             file_buffer_events_per_file: env
-                .parse("FILE_BUFFER_EVENTS_PER_FILE", DEFAULT_FILE_BUFFER_EVENTS_PER_FILE)?
+                .parse(
+                    "FILE_BUFFER_EVENTS_PER_FILE",
+                    DEFAULT_FILE_BUFFER_EVENTS_PER_FILE,
+                )?
                 .max(1),
             webapp_root: env.non_empty("WEBAPP_ROOT"),
             mesh,

@@ -13,13 +13,13 @@ mod groups;
 mod health;
 mod lease;
 mod maintenance;
-mod metrics;
 mod messages;
+mod metrics;
 pub mod params;
 mod pop;
 mod push;
-mod seal;
 mod resources;
+mod seal;
 mod shared_state;
 mod traces;
 mod txn;
@@ -167,6 +167,10 @@ fn known_path(s: &[&str]) -> bool {
             | ["api", "v1", "lease", _, "extend"]
             | ["api", "v1", "transaction"]
             | ["api", "v1", "dlq"]
+            | ["api", "v1", "system", "shared-state"]
+            | ["api", "v1", "system", "maintenance"]
+            | ["api", "v1", "system", "maintenance", "pop"]
+            | ["api", "v1", "status", "buffers"]
             | ["api", "v1", "consumer-groups"]
             | ["api", "v1", "consumer-groups", _]
             | ["api", "v1", "consumer-groups", _, "subscription"]
@@ -199,10 +203,6 @@ fn known_path(s: &[&str]) -> bool {
             | ["api", "v1", "traces"]
             | ["api", "v1", "traces", "names"]
             | ["api", "v1", "traces", _, _]
-            | ["api", "v1", "system", "shared-state"]
-            | ["api", "v1", "system", "maintenance"]
-            | ["api", "v1", "system", "maintenance", "pop"]
-            | ["api", "v1", "status", "buffers"]
     )
 }
 

@@ -75,10 +75,10 @@ pub struct Shard {
     /// Fired once when shutdown starts; parked pops answer at once. A
     /// shard-local mirror of the process-wide signal, which costs a mutex per poll.
     pub stopping: LocalSignal,
-    /// This shard's disk spool and maintenance flags (see `crate::spool`).
-    pub spool: Rc<crate::spool::Spool>,
     /// This shard's metrics counters (see `crate::metrics`).
     pub counters: crate::metrics::ShardCounters,
+    /// This shard's disk spool and maintenance flags (see `crate::spool`).
+    pub spool: Rc<crate::spool::Spool>,
 }
 
 impl Shard {
@@ -131,13 +131,13 @@ pub async fn run(id: ShardId, init: ShardInit) {
         mesh: init.mesh,
         mesh_state: init.mesh_state,
         stopping: LocalSignal::new(),
+        counters: crate::metrics::ShardCounters::new(init.stats.clone(), id.0),
         spool: Rc::new(crate::spool::Spool::new(
             id,
             &cfg.file_buffer_dir,
             cfg.file_buffer_events_per_file,
             cfg.nr_shards,
         )),
-        counters: crate::metrics::ShardCounters::new(init.stats.clone(), id.0),
     });
     crate::metrics::spawn_sampler(&shard);
     if id.0 == 0 {

@@ -33,14 +33,14 @@ pub enum Proc {
     Transaction,
     /// `queen.dlq_list`.
     DlqList,
+    /// `queen.queue_flags`: per-queue flags the shards cache (encryption).
+    QueueFlags,
     /// `queen.cg_list`: consumer groups with lag per queue (§11).
     CgList,
     /// `queen.cg_lagging`: lagging partitions of every group (§11).
     CgLagging,
     /// `queen.cg_detail`: one group's partitions by queue (§11).
     CgDetail,
-    /// `queen.queue_flags`: per-queue flags the shards cache (encryption).
-    QueueFlags,
     /// `queen.cg_delete`: delete a group's cursors (and metadata) (§11).
     CgDelete,
     /// `queen.cg_subscription`: rewrite a group's subscription timestamp (§11).
@@ -102,6 +102,7 @@ impl Proc {
             Proc::ExtendLease => "SELECT queen.extend_lease($1::jsonb)",
             Proc::Transaction => "SELECT queen.transaction($1::jsonb)",
             Proc::DlqList => "SELECT queen.dlq_list($1::jsonb)",
+            Proc::QueueFlags => "SELECT queen.queue_flags($1::jsonb)",
             Proc::CgList => "SELECT queen.cg_list($1::jsonb)",
             Proc::CgLagging => "SELECT queen.cg_lagging($1::jsonb)",
             Proc::CgDetail => "SELECT queen.cg_detail($1::jsonb)",
@@ -111,7 +112,6 @@ impl Proc {
             Proc::ResQueues => "SELECT queen.res_queues($1::jsonb)",
             Proc::ResQueue => "SELECT queen.res_queue($1::jsonb)",
             Proc::ResQueueDelete => "SELECT queen.res_queue_delete($1::jsonb)",
-            Proc::QueueFlags => "SELECT queen.queue_flags($1::jsonb)",
             Proc::ResDepth => "SELECT queen.res_depth($1::jsonb)",
             Proc::ResNamespaces => "SELECT queen.res_namespaces($1::jsonb)",
             Proc::ResTasks => "SELECT queen.res_tasks($1::jsonb)",

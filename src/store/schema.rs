@@ -21,19 +21,25 @@ const FILES: &[(&str, &str)] = &[
     ),
     ("006_dlq.sql", include_str!("../../sql/006_dlq.sql")),
     ("010_groups.sql", include_str!("../../sql/010_groups.sql")),
-    ("011_resources.sql", include_str!("../../sql/011_resources.sql")),
-    ("012_messages.sql", include_str!("../../sql/012_messages.sql")),
+    (
+        "011_resources.sql",
+        include_str!("../../sql/011_resources.sql"),
+    ),
+    (
+        "012_messages.sql",
+        include_str!("../../sql/012_messages.sql"),
+    ),
     ("013_traces.sql", include_str!("../../sql/013_traces.sql")),
     ("014_jobs.sql", include_str!("../../sql/014_jobs.sql")),
     (
         "020_system_state.sql",
         include_str!("../../sql/020_system_state.sql"),
     ),
+    ("040_metrics.sql", include_str!("../../sql/040_metrics.sql")),
     (
         "050_security.sql",
         include_str!("../../sql/050_security.sql"),
     ),
-    ("040_metrics.sql", include_str!("../../sql/040_metrics.sql")),
 ];
 
 /// Applies every file; returns the name of the file that failed with the error.
