@@ -50,18 +50,7 @@ use std::sync::Arc;
 /// Bound of each shard's DB reply inbox.
 const REPLY_INBOX_DEPTH: usize = 16_384;
 
-/// malloc arenas for the whole process. glibc gives each thread that
-/// allocates its own arena (up to 8 per core); with ~20 DB, shard and mesh
-/// threads each serialising request-sized JSON, RSS grew to ~70 MiB of
-/// mostly idle arena space under push load. Two arenas keep it near 20 MiB;
-/// allocation is not the bottleneck (PostgreSQL is).
-const MALLOC_ARENAS: libc::c_int = 2;
-
 fn main() {
-    // SAFETY: mallopt only sets a glibc tuning value; called before any other thread exists.
-    unsafe {
-        libc::mallopt(libc::M_ARENA_MAX, MALLOC_ARENAS);
-    }
     let cfg = match Config::from_env() {
         Ok(c) => c,
         Err(e) => {
