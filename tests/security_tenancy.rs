@@ -165,3 +165,30 @@ fn sec21_two_tenants_never_see_pop_or_ack_each_others_messages() {
     assert_eq!(pop_b.status, 200, "{}", pop_b.text());
     assert_eq!(txids(&pop_b.json()), vec!["b1"]);
 }
+
+#[test]
+fn sec21_operator_endpoints_are_scoped_to_the_callers_tenant() {
+    let db = Db::fresh();
+    let b = tenancy_broker(&db);
+    let a = "11111111-1111-4111-8111-111111111111";
+    let other = "22222222-2222-4222-8222-222222222222";
+    push_as(&b, a, "ops-a", "t1");
+    let mine = as_tenant(&b, a, "GET", "/api/v1/resources/queues/ops-a", None);
+    assert_eq!(mine.status, 200, "{}", mine.text());
+    let theirs = as_tenant(&b, other, "GET", "/api/v1/resources/queues/ops-a", None);
+    assert_eq!(
+        theirs.status,
+        404,
+        "another tenant sees the queue: {}",
+        theirs.text()
+    );
+    let del = as_tenant(&b, other, "DELETE", "/api/v1/resources/queues/ops-a", None);
+    assert_eq!(del.json()["existed"], false, "{}", del.text());
+    let still = as_tenant(&b, a, "GET", "/api/v1/resources/queues/ops-a", None);
+    assert_eq!(
+        still.status,
+        200,
+        "the owner's queue survived: {}",
+        still.text()
+    );
+}

@@ -7,9 +7,16 @@ use crate::error::ApiError;
 use crate::shard::DEFAULT_TENANT;
 use shards::http::Request;
 
-/// The tenant of an operator call (native tenancy is another issue's).
-pub fn tenant(_req: &Request) -> &'static str {
-    DEFAULT_TENANT
+/// The tenant of an operator call: the `x-queen-tenant` header, which the
+/// router has already validated (tenancy on: a UUID, not the nil one) or
+/// removed (tenancy off, SEC-18), else the default tenant. Without this an
+/// operator call of one tenant would read and delete another's queues.
+pub fn tenant(req: &Request) -> String {
+    req.header("x-queen-tenant")
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .map(str::to_ascii_lowercase)
+        .unwrap_or_else(|| DEFAULT_TENANT.to_string())
 }
 
 /// A non-empty query parameter.

@@ -59,7 +59,12 @@ impl shards::listen::Handler for Router {
 }
 
 /// Finds the endpoint for `req` and runs it.
-async fn route(shard: &Rc<Shard>, req: Request) -> Result<Response, ApiError> {
+async fn route(shard: &Rc<Shard>, mut req: Request) -> Result<Response, ApiError> {
+    if !shard.cfg.tenancy_header {
+        // SEC-18: with tenancy off the header means nothing; drop it so no
+        // handler can take it for a tenant.
+        req.headers.retain(|(name, _)| name != "x-queen-tenant");
+    }
     let segs = req
         .segments()
         .map_err(|e| ApiError::BadRequest(format!("bad path: {e}")))?;
