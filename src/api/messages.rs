@@ -61,6 +61,22 @@ fn msg_arg(req: &Request, pid: &str, txid: &str) -> Value {
     json!({"tenant": admin::tenant(req), "partitionId": pid, "transactionId": txid})
 }
 
+/// Runs `proc` on one message (by partition id and transaction id) and
+/// answers 404 when the procedure did not find it.
+async fn on_message(
+    shard: &Rc<Shard>,
+    req: &Request,
+    proc: Proc,
+    pid: &str,
+    txid: &str,
+) -> Result<Value, ApiError> {
+    let r = shard.db.call(proc, msg_arg(req, pid, txid)).await?;
+    if r["found"] != true {
+        return Err(message_not_found());
+    }
+    Ok(r)
+}
+
 /// `GET /api/v1/messages/{partitionId}/{transactionId}`.
 pub async fn detail(
     shard: &Rc<Shard>,
@@ -68,13 +84,7 @@ pub async fn detail(
     pid: &str,
     txid: &str,
 ) -> Result<Response, ApiError> {
-    let r = shard
-        .db
-        .call(Proc::MsgDetail, msg_arg(req, pid, txid))
-        .await?;
-    if r["found"] != true {
-        return Err(message_not_found());
-    }
+    let r = on_message(shard, req, Proc::MsgDetail, pid, txid).await?;
     Ok(ok_json(&strip_found(r)))
 }
 
@@ -85,13 +95,7 @@ pub async fn delete(
     pid: &str,
     txid: &str,
 ) -> Result<Response, ApiError> {
-    let r = shard
-        .db
-        .call(Proc::MsgDelete, msg_arg(req, pid, txid))
-        .await?;
-    if r["found"] != true {
-        return Err(message_not_found());
-    }
+    on_message(shard, req, Proc::MsgDelete, pid, txid).await?;
     Ok(ok_json(
         &json!({"success": true, "partitionId": pid, "transactionId": txid,
                        "message": "Message deleted"}),
@@ -138,13 +142,7 @@ pub async fn to_dlq(
     pid: &str,
     txid: &str,
 ) -> Result<Response, ApiError> {
-    let r = shard
-        .db
-        .call(Proc::MsgToDlq, msg_arg(req, pid, txid))
-        .await?;
-    if r["found"] != true {
-        return Err(message_not_found());
-    }
+    on_message(shard, req, Proc::MsgToDlq, pid, txid).await?;
     Ok(ok_json(
         &json!({"success": true, "partitionId": pid, "transactionId": txid,
                        "dlq": true}),
