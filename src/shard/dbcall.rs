@@ -96,7 +96,9 @@ impl DbClient {
     pub async fn call(&self, proc: Proc, arg: Value) -> Result<Value, StoreError> {
         match self.submit(Job::Call { proc, arg }).await {
             StoreReply::Value(v) => v,
-            StoreReply::Push(_) => Err(StoreError::Db("push reply to a call".into())),
+            StoreReply::Push(_) | StoreReply::PushRefused { .. } => {
+                Err(StoreError::Db("push reply to a call".into()))
+            }
         }
     }
 

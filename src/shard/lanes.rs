@@ -26,13 +26,22 @@ pub const MAX_BATCH_ITEMS: usize = 1000;
 
 type Answer = Result<Vec<Value>, StoreError>;
 
+/// How a queued request's batch ended.
+#[derive(Debug)]
+enum Outcome {
+    /// PostgreSQL answered (per-item results or this request's error).
+    Done(Answer),
+    /// The batch never ran; the request's items come back with the reason.
+    Refused(Vec<Value>, StoreError),
+}
+
 /// One queued push request.
 #[derive(Debug)]
 struct Pending {
     /// Its items, ready for `queen.push_batch`.
     items: Vec<Value>,
-    /// Where its slice of the result goes.
-    tx: oneshot::Sender<Answer>,
+    /// Where its outcome goes.
+    tx: oneshot::Sender<Outcome>,
 }
 
 /// A tenant's push lane on one shard.
@@ -70,8 +79,8 @@ impl PushLane {
     /// The request goes to the shard's disk spool instead (answered
     /// `buffered`) when the spool says so (maintenance, PostgreSQL known
     /// down, older records of its partitions spooled), or when its batch
-    /// fails for want of a connection. A copy of the items is kept for that
-    /// case: the batch consumes them on the way to the DB thread.
+    /// fails for want of a connection (the DB thread hands the items back,
+    /// so no copy is kept on the hot path).
     pub async fn push(self: &Rc<Self>, items: Vec<Value>) -> Answer {
         let Some(spool) = self.shard.upgrade().map(|s| s.spool.clone()) else {
             return Err(StoreError::Unavailable("shutting down".into()));
@@ -79,20 +88,20 @@ impl PushLane {
         if spool.must_spool(&self.tenant, &items) {
             return spool.append(&self.tenant, items).await;
         }
-        let copy = items.clone();
         let (tx, rx) = oneshot::channel();
         self.queued.borrow_mut().push_back(Pending { items, tx });
         self.kick();
-        match rx
-            .await
-            .unwrap_or_else(|_| Err(StoreError::Unavailable("push batch dropped".into())))
-        {
-            Err(StoreError::Unavailable(why)) => {
+        let outcome = rx.await.unwrap_or_else(|_| {
+            Outcome::Done(Err(StoreError::Unavailable("push batch dropped".into())))
+        });
+        match outcome {
+            Outcome::Refused(items, StoreError::Unavailable(why)) => {
                 log::debug!("push spooled: {why}");
                 spool.pg_down();
-                spool.append(&self.tenant, copy).await
+                spool.append(&self.tenant, items).await
             }
-            other => other,
+            Outcome::Refused(_, err) => Err(err),
+            Outcome::Done(answer) => answer,
         }
     }
 
@@ -149,18 +158,29 @@ impl PushLane {
             items,
             counts,
         };
-        let results = match shard.db.submit(job).await {
-            StoreReply::Push(r) => r,
+        let mut any_ok = false;
+        match shard.db.submit(job).await {
+            StoreReply::Push(results) => {
+                any_ok = results.iter().any(Result::is_ok);
+                for (tx, r) in txs.into_iter().zip(results) {
+                    let _ = tx.send(Outcome::Done(r));
+                }
+            }
+            StoreReply::PushRefused { items, counts, err } => {
+                let mut items = items.into_iter();
+                for (tx, n) in txs.into_iter().zip(counts) {
+                    let mine: Vec<Value> = items.by_ref().take(n).collect();
+                    let _ = tx.send(Outcome::Refused(mine, err.clone()));
+                }
+            }
             StoreReply::Value(v) => {
                 let e = v
                     .err()
                     .unwrap_or_else(|| StoreError::Db("value reply to a push".into()));
-                txs.iter().map(|_| Err(e.clone())).collect()
+                for tx in txs {
+                    let _ = tx.send(Outcome::Done(Err(e.clone())));
+                }
             }
-        };
-        let any_ok = results.iter().any(Result::is_ok);
-        for (tx, r) in txs.into_iter().zip(results) {
-            let _ = tx.send(r);
         }
         if any_ok {
             for q in queues {

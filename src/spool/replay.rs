@@ -152,6 +152,7 @@ async fn replay_segment(shard: &Shard, path: &Path, flush: Duration) -> bool {
         };
         let results = match shard.db.submit(job).await {
             StoreReply::Push(r) => r,
+            StoreReply::PushRefused { err, .. } => vec![Err(err)],
             StoreReply::Value(v) => vec![Err(v.err().unwrap_or(StoreError::Busy))],
         };
         if let Some(e) = results.iter().find_map(|r| r.as_ref().err()) {

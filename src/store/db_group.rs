@@ -190,6 +190,10 @@ static PG_LOST: AtomicBool = AtomicBool::new(false);
 fn log_link(reply: &StoreReply) {
     let lost = match reply {
         StoreReply::Value(Err(StoreError::Unavailable(m))) => Some(m),
+        StoreReply::PushRefused {
+            err: StoreError::Unavailable(m),
+            ..
+        } => Some(m),
         StoreReply::Push(v) => v.iter().find_map(|r| match r {
             Err(StoreError::Unavailable(m)) => Some(m),
             _ => None,
@@ -236,7 +240,20 @@ fn run(pool: &Pool, job: Job) -> StoreReply {
             tenant,
             items,
             counts,
-        } => StoreReply::Push(push_batch(&mut conn, &tenant, &items, &counts)),
+        } => {
+            let results = push_batch(&mut conn, &tenant, &items, &counts);
+            match results.first() {
+                Some(Err(e @ StoreError::Unavailable(_)))
+                    if results
+                        .iter()
+                        .all(|r| matches!(r, Err(StoreError::Unavailable(_)))) =>
+                {
+                    let err = e.clone();
+                    StoreReply::PushRefused { items, counts, err }
+                }
+                _ => StoreReply::Push(results),
+            }
+        }
     }
 }
 

@@ -160,13 +160,11 @@ pub enum Job {
 }
 
 impl Job {
-    /// The reply that fails this job as a whole with `err` (one error per
-    /// request of a push batch).
+    /// The reply that fails this job as a whole with `err` (a push batch
+    /// gives its items back).
     pub fn fail(self, err: StoreError) -> StoreReply {
         match self {
-            Job::PushBatch { counts, .. } => {
-                StoreReply::Push(counts.iter().map(|_| Err(err.clone())).collect())
-            }
+            Job::PushBatch { items, counts, .. } => StoreReply::PushRefused { items, counts, err },
             _ => StoreReply::Value(Err(err)),
         }
     }
@@ -201,6 +199,17 @@ pub enum StoreReply {
     /// A push batch: one result per request, each the request's slice of
     /// per-item results.
     Push(Vec<Result<Vec<Value>, StoreError>>),
+    /// A push batch that never reached PostgreSQL (no connection, job queue
+    /// full): its items come back, request after request, so the shard can
+    /// spool them without having kept a copy of every push.
+    PushRefused {
+        /// The batch's items, as sent.
+        items: Vec<Value>,
+        /// Items per request, as sent.
+        counts: Vec<usize>,
+        /// Why the batch did not run.
+        err: StoreError,
+    },
 }
 
 /// A job on its way to the DB threads.
