@@ -185,6 +185,12 @@ if [ -n "$BROKER_PID" ]; then
         done
         scenario drain --label "run$r" --prefill "$PREFILL" --partitions 100 --batch 100 --conns 10 || break
         scenario drain --label "run$r" --prefill "$PREFILL" --partitions 100 --batch 100 --conns 10 --auto-ack || break
+        # The yardstick's shape (1,000 msg/s as 100 pushes/s of 10, 4 producers,
+        # 4 consumers, 10 partitions): the one the original's 20.3 ms p50 was
+        # measured with. Then a harsher one: single-message pushes from 64
+        # producers drained by one consumer (no original figure to compare).
+        scenario latency --label "run$r" --rate 1000 --batch 10 --producers 4 --consumers 4 \
+            --partitions 10 --duration "$LAT_DUR" --warmup "$WARM" || break
         scenario latency --label "run$r" --rate 1000 --duration "$LAT_DUR" --warmup "$WARM" || break
     done
     PG_CONNS=$("${PSQL[@]}" -d queen -c "SELECT count(*) FROM pg_stat_activity WHERE datname = 'queen' AND pid <> pg_backend_pid()" || echo "?")
