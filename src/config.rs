@@ -128,6 +128,8 @@ pub struct Config {
     pub cache_refresh_ms: u64,
     /// Inter-broker mesh (`QUEEN_MESH_*`, `QUEEN_SYNC_*`).
     pub mesh: MeshConfig,
+    /// `QUEEN_TLS_CERT` + `QUEEN_TLS_KEY`: serve HTTPS (see `src/tls.rs`).
+    pub tls: Option<shards::tls::TlsSetup>,
 }
 
 /// The mesh's TCP side (config.md §9). Local fan-out between shards always runs.
@@ -439,16 +441,18 @@ impl Config {
             ),
             cache_refresh_ms: env
                 .parse("QUEEN_CACHE_REFRESH_INTERVAL_MS", DEFAULT_CACHE_REFRESH_MS)?,
+            tls: crate::tls::listener_from_env(&|k| env.non_empty(k))?,
         })
     }
 
     /// The boot block: the effective configuration, secrets masked.
     pub fn describe(&self) -> String {
         format!(
-            "listen=http://{} shards={} cores={} worker_id={} server_id={} max_body={}B \
+            "listen={}://{} shards={} cores={} worker_id={} server_id={} max_body={}B \
              pg={}@{}:{}/{} password={} db_threads={} apply_schema={} pop_timeout={}ms spool_dir={} \
              mesh_listen={} mesh_peers={} mesh_enabled={} jwt_enabled={} jwt_secret={} \
              tenancy_header={} kv_trusted_proxy={} encryption_key={} sync_secret={}",
+            if self.tls.is_some() { "https" } else { "http" },
             self.http_addr,
             self.nr_shards,
             shards::pool::usable_cores(),

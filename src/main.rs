@@ -41,6 +41,7 @@ mod metrics;
 mod shard;
 mod spool;
 mod store;
+mod tls;
 
 use config::Config;
 use shards::inbox::inbox;
@@ -136,7 +137,8 @@ fn main() {
         }
     };
     log::info!(
-        "listening on http://{} with {} shards",
+        "listening on {}://{} with {} shards",
+        if cfg.tls.is_some() { "https" } else { "http" },
         cfg.http_addr,
         cfg.nr_shards
     );

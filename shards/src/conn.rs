@@ -4,14 +4,16 @@
 //!
 //! Runs as one glommio task per connection on the shard that accepted it;
 //! only this task touches the stream and its buffer. A slow or broken
-//! client ends only its own task.
+//! client ends only its own task. With TLS configured the task first runs
+//! the handshake (see `tls.rs`), then serves the decrypted stream with the
+//! same code: everything below the entry point is generic over the stream.
 
-use std::net::Shutdown;
+use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use futures_lite::future;
-use futures_lite::{AsyncReadExt, AsyncWriteExt};
+use futures_lite::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use glommio::net::TcpStream;
 use glommio::timer::Timer;
 
@@ -52,16 +54,35 @@ enum Phase {
     Body,
 }
 
-/// Serves `stream` until it closes, fails, times out or shutdown finds it
-/// idle.
-pub(crate) async fn serve_conn(
-    mut stream: TcpStream,
+/// Serves an accepted TCP connection: runs the TLS handshake first when
+/// `cfg.tls` is set (a failed or timed-out handshake ends only this
+/// connection), then serves requests until the connection ends.
+pub(crate) async fn serve_tcp(
+    stream: TcpStream,
     cfg: Rc<ServerConfig>,
     handler: Rc<dyn Handler>,
     stop: LocalSignal,
 ) {
     let _ = stream.set_nodelay(true);
     let peer = stream.peer_addr().ok();
+    let Some(tls) = cfg.tls.clone() else {
+        return serve_conn(stream, peer, cfg, handler, stop).await;
+    };
+    match crate::tls::handshake(&tls, stream, cfg.handshake_timeout, &stop).await {
+        Ok(stream) => serve_conn(stream, peer, cfg, handler, stop).await,
+        Err(e) => log::debug!("connection {peer:?}: {e}"),
+    }
+}
+
+/// Serves `stream` until it closes, fails, times out or shutdown finds it
+/// idle.
+async fn serve_conn<S: AsyncRead + AsyncWrite + Unpin>(
+    mut stream: S,
+    peer: Option<SocketAddr>,
+    cfg: Rc<ServerConfig>,
+    handler: Rc<dyn Handler>,
+    stop: LocalSignal,
+) {
     let mut buf: Vec<u8> = Vec::with_capacity(READ_SIZE);
     let mut dec = Decoder::new(cfg.limits());
     let mut out = Vec::new();
@@ -106,8 +127,8 @@ pub(crate) async fn serve_conn(
 
 /// Reads until the decoder yields a request. `Ok(None)`: close quietly
 /// (peer left, idle timeout, shutdown while idle, or write failure).
-async fn next_request(
-    stream: &mut TcpStream,
+async fn next_request<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: &mut S,
     buf: &mut Vec<u8>,
     dec: &mut Decoder,
     cfg: &ServerConfig,
@@ -152,8 +173,8 @@ async fn next_request(
 
 /// Appends one read's worth of bytes to `buf`, unless the deadline passes
 /// or (when given) `stop` fires first.
-async fn read_more(
-    stream: &mut TcpStream,
+async fn read_more<S: AsyncRead + Unpin>(
+    stream: &mut S,
     buf: &mut Vec<u8>,
     deadline: Instant,
     stop: Option<&LocalSignal>,
@@ -187,7 +208,10 @@ async fn read_more(
 /// Cancel-safe: this future is dropped mid-read whenever a handler finishes
 /// first (see `watch_peer`), so the zeroed read space is cut off by a drop
 /// guard, never left in the buffer to be parsed as request bytes.
-async fn read_into(stream: &mut TcpStream, buf: &mut Vec<u8>) -> std::io::Result<usize> {
+async fn read_into<S: AsyncRead + Unpin>(
+    stream: &mut S,
+    buf: &mut Vec<u8>,
+) -> std::io::Result<usize> {
     /// Truncates the buffer to `keep` bytes when dropped.
     struct Keep<'a> {
         buf: &'a mut Vec<u8>,
@@ -209,7 +233,7 @@ async fn read_into(stream: &mut TcpStream, buf: &mut Vec<u8>) -> std::io::Result
 /// While a handler runs: keeps reading pipelined bytes into `buf` (up to
 /// `cap` bytes buffered, then stops reading) and returns only when the
 /// peer closes or the socket fails.
-async fn watch_peer(stream: &mut TcpStream, buf: &mut Vec<u8>, cap: usize) {
+async fn watch_peer<S: AsyncRead + Unpin>(stream: &mut S, buf: &mut Vec<u8>, cap: usize) {
     loop {
         if buf.len() >= cap {
             // Back-pressure: the handler's response decides what happens next.
@@ -223,8 +247,9 @@ async fn watch_peer(stream: &mut TcpStream, buf: &mut Vec<u8>, cap: usize) {
 }
 
 /// Writes all of `bytes` within `timeout`; false on failure or timeout.
-async fn write_all(stream: &mut TcpStream, bytes: &[u8], timeout: Duration) -> bool {
-    let write = async { stream.write_all(bytes).await.is_ok() };
+/// Flushes too: a TLS stream may hold encrypted records back until then.
+async fn write_all<S: AsyncWrite + Unpin>(stream: &mut S, bytes: &[u8], timeout: Duration) -> bool {
+    let write = async { stream.write_all(bytes).await.is_ok() && stream.flush().await.is_ok() };
     let timer = async {
         Timer::new(timeout).await;
         false
@@ -234,8 +259,10 @@ async fn write_all(stream: &mut TcpStream, bytes: &[u8], timeout: Duration) -> b
 
 /// Half-closes, then reads and discards briefly so unread request bytes do
 /// not turn our close into a RST that destroys the answer just sent.
-async fn linger_close(stream: &mut TcpStream) {
-    if stream.shutdown(Shutdown::Write).await.is_err() {
+/// `close` is a write-side shutdown on TCP (glommio) and sends TLS
+/// `close_notify` first on a TLS stream; reading stays possible.
+async fn linger_close<S: AsyncRead + AsyncWrite + Unpin>(stream: &mut S) {
+    if stream.close().await.is_err() {
         return;
     }
     let deadline = Instant::now() + LINGER;

@@ -14,6 +14,7 @@
 //! | [`listen`]   | `ServerConfig`, `Handler`, SO_REUSEPORT bind, accept loop, gate, port probe | each serving shard |
 //! | [`segment`]  | append-only record files: group-committed appends, torn-tail and corruption detection | the owning shard |
 //! | `conn`       | one connection's task: timeouts, handler cancellation     | the accepting shard |
+//! | [`tls`]      | PEM certificate/key loading, the per-connection TLS handshake | load: main; handshake: the accepting shard |
 //!
 //! # Threads and ownership
 //!
@@ -44,6 +45,7 @@ pub mod listen;
 pub mod pool;
 pub mod segment;
 pub mod shutdown;
+pub mod tls;
 
 pub use http::{HttpError, Method, Request, Response};
 pub use inbox::{inbox, InboxReceiver, InboxSender};

@@ -22,7 +22,7 @@ use glommio::net::TcpListener;
 use glommio::sync::Gate;
 use socket2::{Domain, Protocol, Socket, Type};
 
-use crate::conn::serve_conn;
+use crate::conn::serve_tcp;
 use crate::http::{Limits, Request, Response, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_HEADER_BYTES};
 use crate::shutdown::{LocalSignal, ShutdownListener};
 
@@ -60,6 +60,10 @@ pub struct ServerConfig {
     pub body_timeout: Duration,
     /// Live connections per shard; more are accepted and closed.
     pub max_connections: usize,
+    /// Serve HTTPS with this certificate instead of plaintext HTTP.
+    pub tls: Option<crate::tls::TlsSetup>,
+    /// Accept to end of the TLS handshake; past it the connection closes.
+    pub handshake_timeout: Duration,
 }
 
 impl Default for ServerConfig {
@@ -72,6 +76,8 @@ impl Default for ServerConfig {
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             body_timeout: DEFAULT_BODY_TIMEOUT,
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            tls: None,
+            handshake_timeout: crate::tls::DEFAULT_HANDSHAKE_TIMEOUT,
         }
     }
 }
@@ -212,7 +218,7 @@ impl Listener {
             let counted = LiveConn::new(&live);
             let (cfg, handler, stop) = (self.cfg.clone(), handler.clone(), stop.clone());
             let task = gate.spawn(async move {
-                serve_conn(stream, cfg, handler, stop).await;
+                serve_tcp(stream, cfg, handler, stop).await;
                 drop(counted);
             });
             match task {

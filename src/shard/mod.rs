@@ -180,6 +180,7 @@ pub async fn run(id: ShardId, init: ShardInit) {
     let server = Rc::new(shards::listen::ServerConfig {
         addr: cfg.http_addr,
         max_body_bytes: cfg.max_body_bytes,
+        tls: cfg.tls.clone(),
         ..Default::default()
     });
     // Leftover spool segments are adopted before serving, so no new push
