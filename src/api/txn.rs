@@ -75,7 +75,7 @@ pub async fn handle(shard: &Rc<Shard>, req: &Request) -> Result<Response, ApiErr
                         "operations[{i}].items array is required"
                     )));
                 };
-                let mut items = stored_items(items)?;
+                let mut items = stored_items(items.clone())?;
                 super::seal::seal(shard, req, &tenant, &mut items).await;
                 queues.extend(
                     items

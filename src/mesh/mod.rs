@@ -46,12 +46,17 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-/// Bound of the shard → mesh queue.
-pub const NOTICE_QUEUE_DEPTH: usize = 65_536;
-/// Bound of each shard's notice inbox.
-pub const SHARD_INBOX_DEPTH: usize = 16_384;
+/// Bound of the shard → mesh queue. Notices are hints that the mesh thread
+/// coalesces per queue, and a full queue only drops hints (long polls fall
+/// back to their recheck), so depth buys nothing past a few drain rounds;
+/// the ring's slots are allocated and touched up front, so depth is resident
+/// memory (65,536 slots cost megabytes of RSS at idle).
+pub const NOTICE_QUEUE_DEPTH: usize = 4096;
+/// Bound of each shard's notice inbox: one coalesced notice per queue per
+/// fan-out round lands here.
+pub const SHARD_INBOX_DEPTH: usize = 1024;
 /// Bound of the peers → fan-out queue (as the shard → mesh queue: both are hints).
-const REMOTE_QUEUE_DEPTH: usize = 65_536;
+const REMOTE_QUEUE_DEPTH: usize = 4096;
 /// Encoded notice batches queued per peer dialer; a slower peer loses hints,
 /// never blocks the fan-out.
 const PEER_QUEUE_DEPTH: usize = 1024;
