@@ -48,22 +48,9 @@ else
     DUR=10; WARM=2; PREFILL=200000; LAT_DUR=10; PG_DUR=10; MODE=full
 fi
 
-log() { echo "[run.sh $(date +%T)] $*" >&2; }
+source "$BENCH_DIR/lib.sh"
+log() { bench_log "$@"; }
 
-# A TCP port on 127.0.0.1 nobody listens on.
-free_port() {
-    local p
-    for _ in $(seq 1 200); do
-        p=$(( 20000 + RANDOM % 30000 ))
-        if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-            echo "$p"
-            return 0
-        fi
-    done
-    return 1
-}
-
-PGBIN=$(dirname "$(command -v pg_ctl 2>/dev/null || ls -d /usr/lib/postgresql/*/bin/pg_ctl | sort -V | tail -1)")
 COMMIT=$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo nocommit)
 DATE=$(date +%F)
 MODEL=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
@@ -75,19 +62,7 @@ JSONL="$OUT.jsonl"
 
 TMP=$(mktemp -d /tmp/queen-bench.XXXXXX)
 chmod 755 "$TMP"
-PGDATA="$TMP/pgdata"
-BROKER_PID=""
-cleanup() {
-    set +e
-    if [ -n "$BROKER_PID" ] && kill -0 "$BROKER_PID" 2>/dev/null; then
-        kill "$BROKER_PID"; wait "$BROKER_PID" 2>/dev/null
-    fi
-    if [ -f "$PGDATA/postmaster.pid" ]; then
-        runuser -u postgres -- "$PGBIN/pg_ctl" -D "$PGDATA" -m fast -w stop >/dev/null 2>&1
-    fi
-    rm -rf "$TMP"
-}
-trap cleanup EXIT
+trap bench_cleanup EXIT
 
 # ---- builds (before PostgreSQL starts, so compiling does not overlap load) ----
 QB="$BENCH_TARGET/release/queen-bench"
@@ -111,20 +86,7 @@ BROKER_BIN=${BROKER_BIN:-$BROKER_TARGET/release/queen}
 [ -x "$BROKER_BIN" ] || BROKER_BUILT=0
 
 # ---- private PostgreSQL ----
-PGPORT=$(free_port)
-chown postgres "$TMP"
-log "initdb in $PGDATA, port $PGPORT"
-runuser -u postgres -- "$PGBIN/initdb" -D "$PGDATA" -U postgres --auth=trust -E UTF8 >"$TMP/initdb.log" 2>&1 \
-    || { cat "$TMP/initdb.log" >&2; exit 1; }
-runuser -u postgres -- "$PGBIN/pg_ctl" -D "$PGDATA" -l "$TMP/pg.log" -w -t 60 \
-    -o "-c port=$PGPORT -c listen_addresses=127.0.0.1 -c unix_socket_directories=$TMP \
-        -c shared_buffers=4GB -c synchronous_commit=on -c max_connections=200" start >/dev/null \
-    || { cat "$TMP/pg.log" >&2; exit 1; }
-PGPID=$(head -1 "$PGDATA/postmaster.pid")
-PSQL=(psql -h 127.0.0.1 -p "$PGPORT" -U postgres -qAtX)
-"${PSQL[@]}" -d postgres -c "CREATE DATABASE queen"
-PGVER=$("${PSQL[@]}" -d queen -c "SHOW server_version")
-checkpoint() { "${PSQL[@]}" -d queen -c CHECKPOINT >/dev/null 2>&1 || true; }
+pg_start
 
 # ---- PostgreSQL ceiling, broker stopped ----
 for r in $(seq 1 "$RUNS"); do
@@ -139,27 +101,8 @@ done
 # ---- broker ----
 BROKER_NOTE=""
 if [ "$BROKER_BUILT" = 1 ]; then
-    BPORT=$(free_port)
-    MPORT=$(free_port)
-    mkdir -p "$TMP/spool"
-    log "starting broker on 127.0.0.1:$BPORT (NUM_WORKERS=$WORKERS DB_POOL_SIZE=$POOL)"
-    env PG_HOST=127.0.0.1 PG_PORT="$PGPORT" PG_USER=postgres PG_PASSWORD=postgres PG_DB=queen \
-        PORT="$BPORT" QUEEN_BIND_ADDR=127.0.0.1 QUEEN_MESH_PORT="$MPORT" QUEEN_UDP_NOTIFY_PORT="$MPORT" \
-        NUM_WORKERS="$WORKERS" DB_POOL_SIZE="$POOL" FILE_BUFFER_DIR="$TMP/spool" LOG_LEVEL=warn \
-        "$BROKER_BIN" >"$TMP/broker.log" 2>&1 &
-    BROKER_PID=$!
-    URL="http://127.0.0.1:$BPORT"
-    for _ in $(seq 1 600); do
-        curl -sf "$URL/health" >/dev/null 2>&1 && break
-        kill -0 "$BROKER_PID" 2>/dev/null || break
-        sleep 0.1
-    done
-    if ! curl -sf "$URL/health" >/dev/null 2>&1; then
-        log "broker did not become healthy; last log lines:"
-        tail -20 "$TMP/broker.log" >&2
+    if ! broker_start "$BROKER_BIN"; then
         BROKER_NOTE="broker did not become healthy (see run.sh output): no broker figures"
-        kill "$BROKER_PID" 2>/dev/null || true
-        BROKER_PID=""
     fi
 else
     BROKER_NOTE="broker not built: no broker figures"
