@@ -300,6 +300,6 @@ fn stats_refresh_answers_success_without_a_body() {
     let b = Broker::start(&db);
     let r = b.post_empty("/api/v1/stats/refresh");
     assert_eq!(r.status, 200, "{}", r.text());
-    assert_eq!(r.json(), json!({"success": true}));
+    assert_eq!(r.json()["success"], true);
     assert_eq!(b.get("/api/v1/stats/refresh").status, 405);
 }

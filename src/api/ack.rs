@@ -1,11 +1,12 @@
 //! `POST /api/v1/ack` and `POST /api/v1/ack/batch` (http-api.md §5). Both
-//! go to `queen.ack_batch` in one call; a refused ack (unknown message,
-//! expired lease) is `success: false` in its slot with HTTP 200.
+//! go to `queen.ack_batch` through the shard's ack lane, which fuses
+//! concurrent requests into one call and answers each from its own slice; a
+//! refused ack (unknown message, expired lease) is `success: false` in its
+//! slot with HTTP 200.
 
 use super::{ok_json, params, pop::QUEUE_MODE};
 use crate::error::ApiError;
 use crate::shard::Shard;
-use crate::store::Proc;
 use serde_json::{json, Map, Value};
 use shards::http::{Request, Response};
 use std::rc::Rc;
@@ -23,6 +24,11 @@ pub fn parse_ack(
     label: &str,
 ) -> Result<Value, ApiError> {
     let txid = match m.get("transactionId") {
+        Some(Value::String(t)) if t.contains('\0') => {
+            return Err(ApiError::BadRequest(format!(
+                "{label}transactionId must not contain \\u0000"
+            )))
+        }
         Some(Value::String(t)) if !t.is_empty() => t,
         _ => {
             return Err(ApiError::BadRequest(format!(
@@ -106,8 +112,8 @@ pub async fn handle_batch(shard: &Rc<Shard>, req: &Request) -> Result<Response, 
 
 async fn run(shard: &Rc<Shard>, req: &Request, items: Vec<Value>) -> Result<Response, ApiError> {
     let tenant = crate::auth::tenant(&shard.cfg, req)?;
-    let arg = json!({ "tenant": tenant, "txn": false, "items": items });
-    let result = shard.db.call(Proc::AckBatch, arg).await?;
+    // Fused with the concurrent acks of this shard (src/shard/ack_lanes.rs).
+    let result = crate::shard::ack_lanes::ack(shard, &tenant, items).await?;
     shard.counters.acked(result.as_array().map_or(0, Vec::len));
     let Value::Array(results) = result else {
         return Err(ApiError::Internal(

@@ -21,6 +21,7 @@ mod push;
 mod resources;
 mod seal;
 mod shared_state;
+mod status;
 mod traces;
 mod txn;
 
@@ -100,6 +101,21 @@ async fn route(shard: &Rc<Shard>, mut req: Request) -> Result<Response, ApiError
             maintenance::set(shard, &req, true).await
         }
         (Get, ["api", "v1", "status", "buffers"]) => buffers::handle(shard).await,
+        // status and analytics (§12)
+        (Get, ["api", "v1", "status"]) => status::status(shard, &req).await,
+        (Get, ["api", "v1", "status", "queues"]) => status::queues(shard, &req).await,
+        (Get, ["api", "v1", "status", "queues", q]) => status::queue(shard, &req, q).await,
+        (Get, ["api", "v1", "status", "queues", q, "messages"]) => {
+            status::queue_messages(shard, &req, q).await
+        }
+        (Get, ["api", "v1", "status", "analytics"]) => status::analytics(shard, &req).await,
+        (Get, ["api", "v1", "analytics", "worker-metrics"]) => {
+            status::worker_metrics(shard, &req).await
+        }
+        (Get, ["api", "v1", "analytics", "queue-parked-replicas"]) => {
+            status::parked_replicas(shard, &req).await
+        }
+        (Get, ["api", "v1", "analytics", v]) => status::analytics_view(shard, &req, v).await,
         // consumer groups (§11): `lagging` before `{group}`
         (Get, ["api", "v1", "consumer-groups"]) => groups::list(shard, &req).await,
         (Get, ["api", "v1", "consumer-groups", "lagging"]) => groups::lagging(shard, &req).await,
@@ -176,6 +192,22 @@ fn known_path(s: &[&str]) -> bool {
             | ["api", "v1", "system", "maintenance"]
             | ["api", "v1", "system", "maintenance", "pop"]
             | ["api", "v1", "status", "buffers"]
+            | ["api", "v1", "status"]
+            | ["api", "v1", "status", "queues" | "analytics"]
+            | ["api", "v1", "status", "queues", _]
+            | ["api", "v1", "status", "queues", _, "messages"]
+            | [
+                "api",
+                "v1",
+                "analytics",
+                "system-metrics"
+                    | "worker-metrics"
+                    | "queue-lag"
+                    | "queue-ops"
+                    | "queue-parked-replicas"
+                    | "retention"
+                    | "postgres-stats"
+            ]
             | ["api", "v1", "consumer-groups"]
             | ["api", "v1", "consumer-groups", _]
             | ["api", "v1", "consumer-groups", _, "subscription"]

@@ -4,8 +4,9 @@
 //! (sql/011_resources.sql) on a DB thread.
 //!
 //! Decisions: counts come from index-only ranges per partition, relative to
-//! the queue-mode cursor (else the furthest-behind group); `statsAge` is 0
-//! because nothing is cached. `GET /resources/partitions` is paged (`limit`
+//! the queue-mode cursor (else the furthest-behind group), for scopes of at
+//! most 1,000 partitions; larger scopes read the stats roll-up (sql/015,
+//! src/jobs/stats.rs) and report its age as `statsAge` (0 when live). `GET /resources/partitions` is paged (`limit`
 //! default 100, at most 1000) and a bad `limit`/`offset` is a 400 naming it.
 //! Deleting a queue is one cascading statement; a later push to the same name
 //! creates a fresh queue (push resolves names in SQL, shards cache no ids).
@@ -116,8 +117,12 @@ pub async fn clear(shard: &Rc<Shard>, req: &Request, queue: &str) -> Result<Resp
     ))
 }
 
-/// `POST /api/v1/stats/refresh`: counts are computed live (nothing is
-/// cached), so there is nothing to recompute; answers as the later broker.
-pub async fn stats_refresh(_shard: &Rc<Shard>, _req: &Request) -> Result<Response, ApiError> {
-    Ok(ok_json(&json!({"success": true})))
+/// `POST /api/v1/stats/refresh`: rescans every partition into the stats
+/// roll-up now (bounded rounds, src/jobs/stats.rs), bypassing its interval.
+pub async fn stats_refresh(shard: &Rc<Shard>, _req: &Request) -> Result<Response, ApiError> {
+    let r = crate::jobs::stats::cycle(shard, true).await?;
+    Ok(ok_json(
+        &json!({"success": true, "partitions": r.partitions,
+                       "rounds": r.rounds, "skipped": r.skipped}),
+    ))
 }

@@ -1,5 +1,6 @@
 //! Background jobs (semantics.md §12): retention and completed retention,
-//! max-wait eviction, expired-lease reclaim.
+//! max-wait eviction, expired-lease reclaim, and the stats roll-up
+//! ([`stats`]).
 //!
 //! # Threads and ownership
 //! Shard 0 owns the schedule: one glommio task per job sleeps its interval
@@ -10,6 +11,8 @@
 //! lock is a skip. A round that hit its batch size is repeated at once (up to
 //! [`MAX_ROUNDS`]) so the job keeps up with inflow without long transactions.
 //! Expired-lease reclaim runs on the eviction interval.
+
+pub mod stats;
 
 use crate::shard::Shard;
 use crate::store::Proc;
@@ -23,6 +26,7 @@ pub const MAX_ROUNDS: u32 = 100;
 
 /// Starts the job schedule on this shard (call on shard 0 only).
 pub fn spawn(shard: &Rc<Shard>) {
+    stats::spawn(shard);
     let cfg = &shard.cfg.jobs;
     let jobs = [
         ("retention", cfg.retention_interval_ms, cfg.retention_batch),

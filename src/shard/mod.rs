@@ -10,6 +10,7 @@
 //!   pops ([`waiters`]);
 //! - push batches spawned by the lanes ([`lanes`]).
 
+pub mod ack_lanes;
 pub mod cache;
 pub mod dbcall;
 pub mod lanes;

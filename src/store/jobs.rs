@@ -87,6 +87,10 @@ pub enum Proc {
     TraceNames,
     /// `queen.maintenance`: one bounded background-job round (retention, eviction, lease reclaim) under its advisory lock.
     Maintenance,
+    /// `queen.stats_rollup`: one bounded round of the stats roll-up (sql/015).
+    StatsRollup,
+    /// `queen.status_view`: one status/analytics view of §12 (sql/017).
+    StatusView,
 }
 
 impl Proc {
@@ -129,6 +133,8 @@ impl Proc {
             Proc::TraceByName => "SELECT queen.trace_by_name($1::jsonb)",
             Proc::TraceNames => "SELECT queen.trace_names($1::jsonb)",
             Proc::Maintenance => "SELECT queen.maintenance($1::jsonb)",
+            Proc::StatsRollup => "SELECT queen.stats_rollup($1::jsonb)",
+            Proc::StatusView => "SELECT queen.status_view($1::jsonb)",
         }
     }
 }

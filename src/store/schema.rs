@@ -31,6 +31,12 @@ const FILES: &[(&str, &str)] = &[
     ),
     ("013_traces.sql", include_str!("../../sql/013_traces.sql")),
     ("014_jobs.sql", include_str!("../../sql/014_jobs.sql")),
+    ("015_stats.sql", include_str!("../../sql/015_stats.sql")),
+    (
+        "016_stats_readers.sql",
+        include_str!("../../sql/016_stats_readers.sql"),
+    ),
+    ("017_status.sql", include_str!("../../sql/017_status.sql")),
     (
         "020_system_state.sql",
         include_str!("../../sql/020_system_state.sql"),
