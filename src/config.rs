@@ -213,6 +213,8 @@ pub struct PgConfig {
     pub statement_timeout_ms: u64,
     /// `DB_LOCK_TIMEOUT`.
     pub lock_timeout_ms: u64,
+    /// `PG_USE_SSL`, `PG_SSL_ROOT_CERT`, `PG_SSL_REJECT_UNAUTHORIZED` (SEC-24..28).
+    pub tls: crate::store::pg_tls::TrustMode,
 }
 
 impl fmt::Debug for PgConfig {
@@ -365,6 +367,9 @@ impl Config {
             connect_timeout: Duration::from_millis(env.parse("DB_CONNECTION_TIMEOUT", 2000)?),
             statement_timeout_ms: env.parse("DB_STATEMENT_TIMEOUT", 30_000)?,
             lock_timeout_ms: env.parse("DB_LOCK_TIMEOUT", 10_000)?,
+            tls: crate::store::pg_tls::TrustMode::from_env(&|k| env.string(k), &|k, d| {
+                env.bool(k, d)
+            })?,
         };
         let pop = PopConfig {
             default_timeout_ms: env.parse(

@@ -104,7 +104,7 @@ fn main() {
         env!("CARGO_PKG_VERSION"),
         cfg.describe()
     );
-    log::info!("PostgreSQL link: plaintext");
+    cfg.pg.tls.log_boot();
     log::info!("{}", cfg.auth.boot_line());
     crypto::install(&cfg.encryption);
     match &cfg.encryption {

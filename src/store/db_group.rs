@@ -14,11 +14,11 @@
 //! (no separate prepare).
 
 use super::jobs::*;
+use super::pg_tls::Connector;
 use super::schema;
 use crate::config::Config;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use postgres::types::{to_sql_checked, IsNull, ToSql, Type};
-use postgres::NoTls;
 use r2d2_postgres::PostgresConnectionManager;
 use serde_json::Value;
 use shards::inbox::InboxSender;
@@ -27,7 +27,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-type Pool = r2d2::Pool<PostgresConnectionManager<NoTls>>;
+type Pool = r2d2::Pool<PostgresConnectionManager<Connector>>;
 
 /// How often an idle DB thread looks at the stop flag.
 const STOP_POLL: Duration = Duration::from_millis(100);
@@ -52,7 +52,8 @@ impl DbGroup {
     ) -> (DbGroup, Sender<JobEnvelope>) {
         let (tx, rx) = crossbeam_channel::bounded::<JobEnvelope>(cfg.db_queue_depth);
         let pg = pg_config(cfg);
-        let manager = PostgresConnectionManager::new(pg.clone(), NoTls);
+        let tls = cfg.pg.tls.connector();
+        let manager = PostgresConnectionManager::new(pg.clone(), tls.clone());
         let pool: Pool = r2d2::Pool::builder()
             .max_size(cfg.db_pool_size as u32)
             .min_idle(Some(0))
@@ -70,7 +71,7 @@ impl DbGroup {
         threads.push(
             std::thread::Builder::new()
                 .name("db-boot".into())
-                .spawn(move || boot(pg, apply, boot_ready, boot_stop))
+                .spawn(move || boot(pg, tls, apply, boot_ready, boot_stop))
                 .expect("spawning a thread at boot"),
         );
         for n in 0..cfg.db_pool_size {
@@ -108,6 +109,7 @@ fn pg_config(cfg: &Config) -> postgres::Config {
         .password(&cfg.pg.password)
         .dbname(&cfg.pg.dbname)
         .application_name("queen")
+        .ssl_mode(cfg.pg.tls.ssl_mode())
         .connect_timeout(cfg.pg.connect_timeout)
         .keepalives(true)
         .keepalives_idle(Duration::from_secs(60))
@@ -119,13 +121,19 @@ fn pg_config(cfg: &Config) -> postgres::Config {
 }
 
 /// Connects and applies the schema, retrying with backoff until it works.
-fn boot(pg: postgres::Config, apply: bool, ready: Arc<AtomicBool>, stop: Arc<AtomicBool>) {
+fn boot(
+    pg: postgres::Config,
+    tls: Connector,
+    apply: bool,
+    ready: Arc<AtomicBool>,
+    stop: Arc<AtomicBool>,
+) {
     let mut delay = Duration::from_millis(200);
     let mut attempt = 1u32;
     while !stop.load(Ordering::Acquire) {
         let outcome = pg
-            .connect(NoTls)
-            .map_err(|e| schema::describe(&e))
+            .connect(tls.clone())
+            .map_err(|e| super::pg_tls::describe(&e))
             .and_then(|mut c| if apply { schema::apply(&mut c) } else { Ok(()) });
         match outcome {
             Ok(()) => {
