@@ -106,6 +106,7 @@ fn main() {
     );
     cfg.pg.tls.log_boot();
     log::info!("{}", cfg.auth.boot_line());
+    auth::jwks::start(&cfg.auth);
     crypto::install(&cfg.encryption);
     match &cfg.encryption {
         crypto::KeyState::Valid(_) => log::info!("Encryption service initialized (AES-256-GCM)"),

@@ -7,8 +7,9 @@
 //! (as env files often do) and they are turned into newlines; `auto`
 //! accepts every algorithm the configured material supports (HS* with a
 //! secret, RS* with an RSA key, EdDSA with an Ed25519 key) and never uses a
-//! public key as an HMAC secret. `JWT_JWKS_URL` is not supported yet: it is
-//! refused at boot rather than silently ignored.
+//! public key as an HMAC secret. `JWT_JWKS_URL` (see `jwks.rs`) is key
+//! material for RS*/EdDSA; with `JWT_PUBLIC_KEY` as well, a token whose
+//! `kid` the JWKS lacks falls back to the static key.
 
 use crate::config::{secret_label, ConfigError};
 use jsonwebtoken::{Algorithm, DecodingKey};
@@ -70,6 +71,8 @@ pub struct AuthConfig {
     pub roles_array_claim: String,
     /// `JWT_ROLE_*`.
     pub role_names: RoleNames,
+    /// `JWT_JWKS_URL` and its refresh/timeout settings.
+    pub jwks: Option<super::jwks::JwksConfig>,
 }
 
 impl fmt::Debug for AuthConfig {
@@ -153,12 +156,40 @@ impl AuthConfig {
                 ));
             }
         }
-        if enabled && get("JWT_JWKS_URL").is_some() {
-            return Err(err(
-                "JWT_JWKS_URL",
-                "JWKS is not supported by this build; use JWT_PUBLIC_KEY or JWT_SECRET",
-            ));
-        }
+        let jwks = match get("JWT_JWKS_URL") {
+            None => None,
+            Some(url) => {
+                let url = url.trim().to_string();
+                if !(url.starts_with("http://") || url.starts_with("https://")) {
+                    return Err(err(
+                        "JWT_JWKS_URL",
+                        format!("{url:?} is not an http(s) URL"),
+                    ));
+                }
+                let num = |var: &'static str, default: u64| match get(var) {
+                    None => Ok(default),
+                    Some(v) => v
+                        .trim()
+                        .parse::<u64>()
+                        .ok()
+                        .filter(|n| *n > 0)
+                        .ok_or_else(|| err(var, format!("{v:?} is not a positive number"))),
+                };
+                Some(super::jwks::JwksConfig {
+                    url,
+                    refresh: std::time::Duration::from_secs(num(
+                        "JWT_JWKS_REFRESH_INTERVAL",
+                        super::jwks::DEFAULT_REFRESH_S,
+                    )?),
+                    timeout: std::time::Duration::from_millis(num(
+                        "JWT_JWKS_TIMEOUT_MS",
+                        super::jwks::DEFAULT_TIMEOUT_MS,
+                    )?),
+                })
+            }
+        };
+        let has_key =
+            |a: Algorithm| keys.for_alg(a).is_some() || (jwks.is_some() && super::jwks::serves(a));
         let all = [
             Algorithm::HS256,
             Algorithm::HS384,
@@ -170,27 +201,25 @@ impl AuthConfig {
         ];
         let algorithms: Vec<Algorithm> = match configured {
             Some(a) => vec![a],
-            None => all
-                .into_iter()
-                .filter(|a| keys.for_alg(*a).is_some())
-                .collect(),
+            None => all.into_iter().filter(|a| has_key(*a)).collect(),
         };
         if enabled {
             match configured {
-                Some(a) if keys.for_alg(a).is_none() => {
+                Some(a) if !has_key(a) => {
                     let var = if is_hmac(a) {
                         "JWT_SECRET"
                     } else {
                         "JWT_PUBLIC_KEY"
                     };
+                    let or_jwks = if is_hmac(a) { "" } else { " or JWT_JWKS_URL" };
                     return Err(err(
                         var,
-                        format!("JWT_ENABLED=true with JWT_ALGORITHM={a:?} needs {var}"),
+                        format!("JWT_ENABLED=true with JWT_ALGORITHM={a:?} needs {var}{or_jwks}"),
                     ));
                 }
                 None if algorithms.is_empty() => return Err(err(
                     "JWT_SECRET",
-                    "JWT_ENABLED=true with JWT_ALGORITHM=auto needs JWT_SECRET or JWT_PUBLIC_KEY",
+                    "JWT_ENABLED=true with JWT_ALGORITHM=auto needs JWT_SECRET, JWT_PUBLIC_KEY or JWT_JWKS_URL",
                 )),
                 _ => {}
             }
@@ -227,6 +256,7 @@ impl AuthConfig {
                 read_only: named("JWT_ROLE_READ_ONLY", "read-only"),
                 write_only: named("JWT_ROLE_WRITE_ONLY", "write-only"),
             },
+            jwks,
         })
     }
 
@@ -249,6 +279,14 @@ impl AuthConfig {
         }
         if self.keys.ed.is_some() {
             sources.push("JWT_PUBLIC_KEY (Ed25519)".to_string());
+        }
+        if let Some(j) = &self.jwks {
+            sources.push(format!(
+                "JWT_JWKS_URL {} (refresh {} s, timeout {} ms)",
+                j.url,
+                j.refresh.as_secs(),
+                j.timeout.as_millis()
+            ));
         }
         let algs: Vec<String> = self.algorithms.iter().map(|a| format!("{a:?}")).collect();
         format!(

@@ -17,6 +17,7 @@
 //!   reserved (403 `reserved_tenant`). Shape only, never authority.
 
 pub mod config;
+pub mod jwks;
 pub mod levels;
 
 use crate::config::Config;
@@ -55,6 +56,8 @@ pub mod reason {
     pub const ISSUER: &str = "Invalid token issuer";
     /// `aud` mismatch.
     pub const AUDIENCE: &str = "Invalid token audience";
+    /// `kid` not in the JWKS, even after a refetch.
+    pub const UNKNOWN_KID: &str = "Unknown key ID";
 }
 
 /// What a validated token grants.
@@ -96,7 +99,17 @@ fn validate(cfg: &AuthConfig, token: &str) -> Result<Grant, &'static str> {
     if !cfg.algorithms.contains(&header.alg) {
         return Err(reason::SIGNATURE);
     }
-    let key = cfg.keys.for_alg(header.alg).ok_or(reason::SIGNATURE)?;
+    let from_jwks = match cfg.jwks.is_some() && jwks::serves(header.alg) {
+        true => jwks::key_for(header.alg, header.kid.as_deref()),
+        false => None,
+    };
+    let key = match (&from_jwks, cfg.keys.for_alg(header.alg)) {
+        (Some(k), _) | (None, Some(k)) => k,
+        (None, None) if cfg.jwks.is_some() && jwks::serves(header.alg) => {
+            return Err(reason::UNKNOWN_KID)
+        }
+        (None, None) => return Err(reason::SIGNATURE),
+    };
     let mut v = Validation::new(header.alg);
     v.leeway = cfg.clock_skew_s;
     v.required_spec_claims.clear();
@@ -180,6 +193,21 @@ fn grant_of(cfg: &AuthConfig, token: &str) -> Result<Grant, &'static str> {
         c.insert(token.to_string(), g.clone());
     });
     Ok(g)
+}
+
+/// Runs before [`check`]: with `JWT_JWKS_URL`, a token not yet validated
+/// on this shard whose `kid` the key set lacks waits for one refetch (see
+/// `jwks.rs`), so a key rotated in at the issuer is picked up at once.
+pub async fn prepare(cfg: &Config, req: &Request) {
+    let auth = &cfg.auth;
+    if !auth.enabled || auth.jwks.is_none() {
+        return;
+    }
+    let Some(token) = bearer(req) else { return };
+    if CACHE.with(|c| c.borrow().contains_key(token)) {
+        return;
+    }
+    jwks::prepare(auth, token).await;
 }
 
 /// Checks that `req` may use its route: the tenant header's shape, then
