@@ -114,7 +114,7 @@ async fn run(shard: &Rc<Shard>, req: &Request, items: Vec<Value>) -> Result<Resp
     let tenant = crate::auth::tenant(&shard.cfg, req)?;
     // Fused with the concurrent acks of this shard (src/shard/ack_lanes.rs).
     let result = crate::shard::ack_lanes::ack(shard, &tenant, items).await?;
-    shard.counters.acked(result.as_array().map_or(0, Vec::len));
+    shard.counters.acked(&result);
     let Value::Array(results) = result else {
         return Err(ApiError::Internal(
             "ack_batch returned an unexpected shape".into(),

@@ -26,6 +26,9 @@ pub async fn json(shard: &Rc<Shard>) -> Result<Response, ApiError> {
         cfg: &shard.cfg,
         db_queued: shard.db.queued(),
         snap: &snap,
+        mesh: &shard.mesh_state,
+        push_paused: shard.spool.push_paused.get(),
+        pop_paused: shard.spool.pop_paused.get(),
     };
     Ok(ok_json(&prom::json(&inputs)))
 }
@@ -38,6 +41,9 @@ pub async fn prometheus(shard: &Rc<Shard>) -> Result<Response, ApiError> {
         cfg: &shard.cfg,
         db_queued: shard.db.queued(),
         snap: &snap,
+        mesh: &shard.mesh_state,
+        push_paused: shard.spool.push_paused.get(),
+        pop_paused: shard.spool.pop_paused.get(),
     };
     Ok(Response::text(200, PROMETHEUS_TEXT, prom::text(&inputs)))
 }

@@ -203,17 +203,22 @@ pub async fn handle(shard: &Rc<Shard>, req: &Request, scope: Scope) -> Result<Re
             .get("messages")
             .and_then(Value::as_array)
             .map_or(0, Vec::len);
+        // The queue for the per-queue rates: named, or the one a namespace/task pop hit.
+        let named = (pop.arg["queue"].as_str())
+            .or_else(|| result.pointer("/messages/0/queue").and_then(Value::as_str))
+            .map(str::to_string);
         if let Some(resp) = answer(&pop, result) {
-            shard.counters.popped(delivered);
+            shard.counters.popped(named.as_deref(), delivered);
             return Ok(resp);
         }
         let now = Instant::now();
         if !pop.wait || now >= deadline || shard.stopping.is_fired() {
-            shard.counters.popped(0);
+            shard.counters.popped(named.as_deref(), 0);
             return Ok(Response::no_content());
         }
         let nap = interval.min(deadline - now);
-        let _parked = shard.counters.parked();
+        let backoff = (empties >= cfg.wait_backoff_threshold).then_some(interval);
+        let _parked = shard.counters.parked(pop.arg["queue"].as_str(), backoff);
         or(
             or(signal.changed(generation), glommio::timer::sleep(nap)),
             shard.stopping.wait(),

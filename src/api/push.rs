@@ -111,6 +111,9 @@ pub async fn handle(shard: &Rc<Shard>, req: &Request) -> Result<Response, ApiErr
         Err(StoreError::Db(m)) => return Err(ApiError::Internal(m)),
         Err(e) => return Err(e.into()),
     };
+    shard
+        .counters
+        .pushed_to(echo.iter().map(|(q, _, _)| q.as_str()));
     let out: Vec<Value> = results
         .into_iter()
         .zip(echo)

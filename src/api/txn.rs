@@ -96,7 +96,9 @@ pub async fn handle(shard: &Rc<Shard>, req: &Request) -> Result<Response, ApiErr
     let arg = json!({ "tenant": tenant, "requiredLeases": leases, "operations": operations });
     match shard.db.call(Proc::Transaction, arg).await {
         Ok(mut r) => {
-            shard.counters.transaction();
+            shard
+                .counters
+                .transaction(queues.iter().map(String::as_str));
             for q in queues {
                 shard.notify(Notice::Pushed { queue: q });
             }

@@ -223,7 +223,7 @@ fn run_outbound(
     let who = format!("peer {} ({})", p.addr, session.remote.server_id);
     let old = p.remote_boot.swap(session.remote.boot, Ordering::Relaxed);
     log::info!(
-        "mesh: connected to {who}{}",
+        "mesh: peer up: connected to {who}{}",
         if old != 0 && old != session.remote.boot {
             " (restarted)"
         } else {
@@ -302,6 +302,9 @@ fn run_outbound(
         let _ = h.join();
     }
     p.connected.store(false, Ordering::Relaxed);
+    if running && !ctx.stopping() {
+        log::warn!("mesh: peer down: {who}; reconnecting with backoff");
+    }
     running && !ctx.stopping()
 }
 

@@ -21,10 +21,16 @@
 //! Counters that other per-shard structures already keep (`DbClient::nr_jobs`,
 //! the push lanes' batch and request counts) are copied into the slot by the
 //! sampler rather than counted twice.
+//!
+//! Per-queue rates and long-poll gauges live in [`queues`]: counted in the
+//! shard's own map, published once a second by the sampler into the slot's
+//! [`queues::Slot`] (the one place a scrape copies a pointer under a mutex).
 
 pub mod dbsnap;
+pub mod families;
 pub mod process;
 pub mod prom;
+pub mod queues;
 
 use crate::shard::Shard;
 use std::collections::VecDeque;
@@ -91,6 +97,16 @@ pub struct ShardStats {
     pub requests_rate_milli: AtomicU64,
     /// Gauge: messages per second ×1000 over the last `RATE_WINDOW_S` s.
     pub messages_rate_milli: AtomicU64,
+    /// Acked items that went to the dead-letter queue.
+    pub dlq_messages: AtomicU64,
+    /// Gauge: dead-lettered items in the last minute.
+    pub dlq_pm: AtomicU64,
+    /// Gauge: queues with a parked pop whose recheck interval backed off.
+    pub backoff_queues: AtomicU64,
+    /// Gauge: when the sampler last ran, ms since the board started (0: never).
+    pub sampled_ms: AtomicU64,
+    /// This shard's active queues, published by its sampler.
+    pub queues: queues::Slot,
 }
 
 /// Adds `n` to a counter only this thread writes.
@@ -130,12 +146,18 @@ pub struct ShardCounters {
     pub board: Arc<Board>,
     /// This shard's slot index.
     idx: usize,
+    /// Per-queue counters (this shard's thread only).
+    pub per_queue: queues::QueueCounters,
 }
 
 impl ShardCounters {
     /// The handle of shard `idx`.
     pub fn new(board: Arc<Board>, idx: usize) -> ShardCounters {
-        ShardCounters { board, idx }
+        ShardCounters {
+            board,
+            idx,
+            per_queue: queues::QueueCounters::default(),
+        }
     }
 
     /// This shard's slot.
@@ -158,8 +180,24 @@ impl ShardCounters {
         bump(&self.mine().push_messages, n as u64);
     }
 
-    /// A pop request delivered `n` messages (0 = empty pop).
-    pub fn popped(&self, n: usize) {
+    /// One push request's items, by queue name: one request and its
+    /// messages counted per queue it touched.
+    pub fn pushed_to<'a>(&self, names: impl Iterator<Item = &'a str>) {
+        let mut seen: Vec<(&str, u64)> = Vec::new();
+        for q in names {
+            match seen.iter_mut().find(|(n, _)| *n == q) {
+                Some((_, c)) => *c += 1,
+                None => seen.push((q, 1)),
+            }
+        }
+        for (q, n) in seen {
+            self.per_queue.add(q, queues::PUSH_REQUESTS, 1);
+            self.per_queue.add(q, queues::PUSH_MESSAGES, n);
+        }
+    }
+
+    /// A pop request on `queue` (when known) delivered `n` messages (0 = empty pop).
+    pub fn popped(&self, queue: Option<&str>, n: usize) {
         let s = self.mine();
         bump(&s.pop_requests, 1);
         if n == 0 {
@@ -167,34 +205,73 @@ impl ShardCounters {
         } else {
             bump(&s.pop_messages, n as u64);
         }
+        if let Some(q) = queue {
+            match n {
+                0 => self.per_queue.add(q, queues::POP_EMPTY, 1),
+                n => self.per_queue.add(q, queues::POP_MESSAGES, n as u64),
+            }
+        }
     }
 
-    /// An ack request applied `n` items.
-    pub fn acked(&self, n: usize) {
-        bump(&self.mine().ack_requests, 1);
-        bump(&self.mine().ack_messages, n as u64);
+    /// An ack request answered `results` (the `ack_batch` array: each item
+    /// names its `queueName` and whether it went to the DLQ).
+    pub fn acked(&self, results: &serde_json::Value) {
+        let items = results.as_array().map_or(&[][..], Vec::as_slice);
+        let s = self.mine();
+        bump(&s.ack_requests, 1);
+        bump(&s.ack_messages, items.len() as u64);
+        for r in items {
+            if r.get("dlq").and_then(serde_json::Value::as_bool) == Some(true) {
+                bump(&s.dlq_messages, 1);
+            }
+            if let Some(q) = r.get("queueName").and_then(serde_json::Value::as_str) {
+                self.per_queue.add(q, queues::ACKS, 1);
+            }
+        }
     }
 
-    /// A transaction ran.
-    pub fn transaction(&self) {
+    /// A transaction ran, touching `queues`.
+    pub fn transaction<'a>(&self, names: impl Iterator<Item = &'a str>) {
         bump(&self.mine().transactions, 1);
+        for q in names {
+            self.per_queue.add(q, queues::TRANSACTIONS, 1);
+        }
     }
 
-    /// A pop parks (`+1`) or leaves its long poll (`-1`); see [`Parked`].
-    pub fn parked(&self) -> Parked<'_> {
+    /// A pop parks on `queue` (when named), with its recheck interval when
+    /// it has backed off; the gauges drop with the guard (see [`Parked`]).
+    pub fn parked(&self, queue: Option<&str>, backoff: Option<Duration>) -> Parked<'_> {
         bump(&self.mine().parked, 1);
-        Parked(self)
+        let queue = queue.map(str::to_string);
+        if let Some(q) = &queue {
+            self.per_queue.park(q, backoff);
+        }
+        Parked {
+            counters: self,
+            queue,
+            backoff,
+        }
     }
 }
 
-/// Guard of a parked pop: the gauge drops when the pop leaves, however it leaves.
+/// Guard of a parked pop: the gauges drop when the pop leaves, however it leaves.
 #[derive(Debug)]
-pub struct Parked<'a>(&'a ShardCounters);
+pub struct Parked<'a> {
+    /// The shard's counters.
+    counters: &'a ShardCounters,
+    /// The queue it parked on.
+    queue: Option<String>,
+    /// Its recheck interval, when backed off.
+    backoff: Option<Duration>,
+}
 
 impl Drop for Parked<'_> {
     fn drop(&mut self) {
-        let p = &self.0.mine().parked;
+        let p = &self.counters.mine().parked;
         p.store(p.load(Relaxed).saturating_sub(1), Relaxed);
+        if let Some(q) = &self.queue {
+            self.counters.per_queue.unpark(q, self.backoff);
+        }
     }
 }
 
@@ -206,6 +283,7 @@ struct Sample {
     acks: u64,
     jobs: u64,
     errors: u64,
+    dlq: u64,
 }
 
 /// Starts the shard's sampler: every [`SAMPLE_EVERY`] it copies the DB and
@@ -215,6 +293,9 @@ pub fn spawn_sampler(shard: &Rc<Shard>) {
     let weak: Weak<Shard> = Rc::downgrade(shard);
     glommio::spawn_local(async move {
         let mut ring: VecDeque<Sample> = VecDeque::with_capacity(RING);
+        // The counters start at zero with the shard: what happens before the
+        // first tick belongs in the first minute's rates.
+        ring.push_back(Sample::default());
         loop {
             let asked = Instant::now();
             glommio::timer::sleep(SAMPLE_EVERY).await;
@@ -231,12 +312,19 @@ pub fn spawn_sampler(shard: &Rc<Shard>) {
             let (batches, fused) = shard.lane_totals();
             s.push_batches.store(batches, Relaxed);
             s.push_fused.store(fused, Relaxed);
+            let (active, backoff_queues) = shard.counters.per_queue.tick();
+            s.queues.store(active);
+            s.backoff_queues.store(backoff_queues, Relaxed);
+            let board = &shard.counters.board;
+            s.sampled_ms
+                .store(board.started.elapsed().as_millis() as u64 + 1, Relaxed);
             let now = Sample {
                 requests: s.requests.load(Relaxed),
                 messages: s.push_messages.load(Relaxed) + s.pop_messages.load(Relaxed),
                 acks: s.ack_messages.load(Relaxed),
                 jobs: s.db_jobs.load(Relaxed),
                 errors: s.errors.load(Relaxed),
+                dlq: s.dlq_messages.load(Relaxed),
             };
             if ring.len() == RING {
                 ring.pop_front();
@@ -249,6 +337,7 @@ pub fn spawn_sampler(shard: &Rc<Shard>) {
             s.acks_pm.store(now.acks - oldest.acks, Relaxed);
             s.jobs_pm.store(now.jobs - oldest.jobs, Relaxed);
             s.errors_pm.store(now.errors - oldest.errors, Relaxed);
+            s.dlq_pm.store(now.dlq - oldest.dlq, Relaxed);
             let back = ring.len().saturating_sub(1).min(RATE_WINDOW_S);
             let then = ring[ring.len() - 1 - back];
             let secs = back.max(1) as u64;

@@ -11,8 +11,9 @@
 //!   jobs handed to the DB threads and not yet answered.
 //! - DB pool: `active` = jobs running (in flight minus queued, capped at the
 //!   pool size), sampled once a second.
-//! - Spool figures are 0 until the spool exists; `db_healthy` is whether the
-//!   last snapshot query reached PostgreSQL.
+//! - Spool, maintenance, mesh, the extra worker figures and the per-queue
+//!   operation rates are registered by [`super::families`] (mapping there).
+//! - `queen_cluster_dlq_total` counts acked items this broker dead-lettered.
 
 use super::dbsnap::Snapshot;
 use super::{process, Board, ShardStats};
@@ -26,7 +27,7 @@ use serde_json::{json, Value};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// Labels of one series.
-type Labels = Vec<(String, String)>;
+pub(super) type Labels = Vec<(String, String)>;
 /// A per-shard series: name, help, and how to read it from a slot.
 type ShardFigure<T> = (&'static str, &'static str, fn(&ShardStats) -> T);
 /// A float gauge family.
@@ -43,13 +44,19 @@ pub struct Inputs<'a> {
     pub db_queued: usize,
     /// The cached DB snapshot.
     pub snap: &'a Snapshot,
+    /// Mesh peers and counters.
+    pub mesh: &'a crate::mesh::state::MeshState,
+    /// Push maintenance as applied on this broker.
+    pub push_paused: bool,
+    /// Pop maintenance as applied on this broker.
+    pub pop_paused: bool,
 }
 
 fn total(b: &Board, f: impl Fn(&ShardStats) -> &AtomicU64) -> u64 {
     b.sum(f)
 }
 
-fn db_active(i: &Inputs) -> u64 {
+pub(super) fn db_active(i: &Inputs) -> u64 {
     let inflight = total(i.board, |s| &s.db_inflight);
     inflight
         .saturating_sub(i.db_queued as u64)
@@ -107,25 +114,25 @@ pub fn json(i: &Inputs) -> Value {
     })
 }
 
-fn gauge(r: &mut Registry, name: &str, help: &str, v: f64) {
+pub(super) fn gauge(r: &mut Registry, name: &str, help: &str, v: f64) {
     let g = Gauge::<f64, AtomicU64>::default();
     g.set(v);
     r.register(name, help, g);
 }
 
-fn counter(r: &mut Registry, name: &str, help: &str, v: u64) {
+pub(super) fn counter(r: &mut Registry, name: &str, help: &str, v: u64) {
     let c = Counter::<u64>::default();
     c.inc_by(v);
     r.register(name, help, c);
 }
 
-fn family(r: &mut Registry, name: &str, help: &str) -> GaugeFamily {
+pub(super) fn family(r: &mut Registry, name: &str, help: &str) -> GaugeFamily {
     let f = GaugeFamily::default();
     r.register(name, help, f.clone());
     f
 }
 
-fn labels(pairs: &[(&str, &str)]) -> Labels {
+pub(super) fn labels(pairs: &[(&str, &str)]) -> Labels {
     pairs
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -190,37 +197,10 @@ pub fn text(i: &Inputs) -> String {
     );
 
     let snap = &i.snap.data;
-    gauge(
-        &mut r,
-        "queen_file_buffer_pending",
-        "Spooled pushes waiting for PostgreSQL",
-        0.0,
-    );
-    gauge(
-        &mut r,
-        "queen_file_buffer_failed",
-        "Spooled pushes that failed replay",
-        0.0,
-    );
-    gauge(
-        &mut r,
-        "queen_file_buffer_db_healthy",
-        "Whether PostgreSQL answered the last metrics query",
-        f64::from(u8::from(i.snap.db_ok)),
-    );
-    let maint = snap
-        .get("maintenance")
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
-    gauge(
-        &mut r,
-        "queen_maintenance_mode_enabled",
-        "Push maintenance mode",
-        f64::from(u8::from(maint)),
-    );
+    super::families::spool(&mut r, i);
 
     let cluster = [("scope", "cluster")];
-    let cluster_counters: [(&str, &str, u64); 9] = [
+    let cluster_counters: [(&str, &str, u64); 10] = [
         (
             "queen_cluster_push_requests",
             "Push requests",
@@ -260,6 +240,11 @@ pub fn text(i: &Inputs) -> String {
             "queen_cluster_transactions",
             "Transactions",
             total(b, |s| &s.transactions),
+        ),
+        (
+            "queen_cluster_dlq",
+            "Acked items sent to the dead-letter queue",
+            total(b, |s| &s.dlq_messages),
         ),
         (
             "queen_cluster_db_errors",
@@ -377,20 +362,11 @@ pub fn text(i: &Inputs) -> String {
         r.register(name, help, f);
     }
 
-    gauge(
-        &mut r,
-        "queen_servers",
-        "Brokers in the mesh, this one included",
-        1.0,
-    );
-    gauge(
-        &mut r,
-        "queen_shared_state_enabled",
-        "Whether brokers share state",
-        0.0,
-    );
+    super::families::worker(&mut r, i, &worker_labels);
+    super::families::mesh(&mut r, i);
+    let queue_ops = super::families::queue_ops(i);
 
-    let mut out = String::with_capacity(8192 + i.snap.queues_text.len());
+    let mut out = String::with_capacity(8192 + i.snap.queues_text.len() + queue_ops.len());
     // Writing into a String cannot fail.
     let _ = encode(&mut out, &r);
     // The per-queue families, rendered once per snapshot, go before the end marker.
@@ -399,12 +375,13 @@ pub fn text(i: &Inputs) -> String {
         out.truncate(body_len);
     }
     out.push_str(&i.snap.queues_text);
+    out.push_str(&queue_ops);
     out.push_str(EOF);
     out
 }
 
 /// The OpenMetrics end marker `encode` writes last.
-const EOF: &str = "# EOF\n";
+pub(super) const EOF: &str = "# EOF\n";
 
 /// The per-queue families of a snapshot as exposition text without the end
 /// marker (rendered once per snapshot refresh: with 10,000 queues this is most

@@ -446,10 +446,12 @@ impl Spool {
     /// Publishes the gauges of this shard.
     pub fn publish(&self) {
         let st = self.state.borrow();
+        // Counted records not in a sealed segment are in the active one (its
+        // own record count grows only once the append is on disk).
         let oldest = st.sealed.front().map(|s| s.since).or_else(|| {
             st.active
                 .as_ref()
-                .filter(|(w, _)| w.records() > 0)
+                .filter(|_| st.records > 0)
                 .map(|(_, t)| *t)
         });
         if let Some(g) = stats::board().get(self.shard.0) {

@@ -17,7 +17,8 @@ use shards::segment::{self, Ending};
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::rc::Rc;
-use std::time::Duration;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 
 /// How long a health probe may take before PostgreSQL counts as still down.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
@@ -70,12 +71,66 @@ async fn may_replay(shard: &Shard) -> bool {
     shard.spool.pg_healthy.get() || probe(shard).await
 }
 
+/// A replay run in progress: from the first record replayed after the spool
+/// had work until it is empty (or replay pauses), for the start/end log lines.
+#[derive(Debug, Clone, Copy)]
+struct Run {
+    /// When the run started.
+    at: Instant,
+    /// The shard's replayed-records counter then.
+    replayed_before: u64,
+}
+
+/// The shard's replayed-records counter (`stats::replayed`).
+fn replayed_so_far(shard: &Shard) -> u64 {
+    super::stats::board()
+        .get(shard.id.0)
+        .map_or(0, |g| g.replayed_total.load(Ordering::Relaxed))
+}
+
+/// Logs the end of `run`: `finished` when the spool is empty, else paused.
+fn end_run(shard: &Shard, run: Run, finished: bool) {
+    let n = replayed_so_far(shard) - run.replayed_before;
+    let secs = run.at.elapsed().as_secs_f64();
+    let rate = if secs > 0.0 { n as f64 / secs } else { 0.0 };
+    if finished {
+        log::info!(
+            "shard {}: spool replay finished: {n} record(s) in {:.1} s ({rate:.0}/s)",
+            shard.id,
+            secs
+        );
+    } else {
+        log::info!(
+            "shard {}: spool replay paused after {n} record(s) in {:.1} s; {} record(s) left",
+            shard.id,
+            secs,
+            shard.spool.pending_records()
+        );
+    }
+}
+
 async fn replay_loop(shard: Rc<Shard>) {
     let flush = Duration::from_millis(shard.cfg.file_buffer_flush_ms);
+    let mut run: Option<Run> = None;
     while !shard.stopping.is_fired() {
-        if !may_replay(&shard).await || !shard.spool.has_work() {
+        let may = may_replay(&shard).await;
+        if !may || !shard.spool.has_work() {
+            if let Some(r) = run.take() {
+                end_run(&shard, r, may);
+            }
             nap(&shard, flush).await;
             continue;
+        }
+        if run.is_none() {
+            log::info!(
+                "shard {}: spool replay started: {} record(s) waiting",
+                shard.id,
+                shard.spool.pending_records()
+            );
+            run = Some(Run {
+                at: Instant::now(),
+                replayed_before: replayed_so_far(&shard),
+            });
         }
         let Some(path) = shard.spool.next_segment().await else {
             nap(&shard, flush).await;
