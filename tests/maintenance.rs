@@ -138,3 +138,39 @@ fn maintenance_flag_survives_a_restart() {
         (r.status == 200 && r.json()["paused"] == true).then_some(())
     });
 }
+
+#[test]
+fn dlq_replay_answers_503_under_push_maintenance_and_works_after() {
+    let db = Db::fresh();
+    let b = Broker::start(&db);
+    b.push_n("dq", "p", "m", 1);
+    let pop = b
+        .pop("/api/v1/pop/queue/dq?batch=1&consumerGroup=g")
+        .expect("message");
+    let m = &messages(&pop)[0];
+    let a = b.ack(
+        json!({"transactionId": m["transactionId"], "partitionId": m["partitionId"],
+        "status": "dlq", "consumerGroup": "g", "error": "boom"}),
+    );
+    assert_eq!(a["dlq"], true, "{a}");
+    let id: String = db.query("SELECT id::text FROM queen.dead_letter_queue", &[])[0].get(0);
+    let r = b.post_json("/api/v1/system/maintenance", &json!({"enabled": true}));
+    assert_eq!(r.status, 200, "{}", r.text());
+    until_every_shard(&b, "/api/v1/system/maintenance", "maintenanceMode", true);
+    // Every shard refuses (fresh connections land on any shard).
+    for _ in 0..8 {
+        let r = b.post_empty(&format!("/api/v1/dlq/{id}/replay"));
+        assert_eq!(r.status, 503, "{}", r.text());
+        assert!(r.error_lc().contains("maintenance"), "{}", r.text());
+    }
+    let dead = "SELECT count(*)::bigint FROM queen.dead_letter_queue";
+    assert_eq!(db.count(dead, &[]), 1, "the dead letter stays");
+    assert_eq!(count_queue(&db, "dq"), 1, "nothing replayed");
+    let r = b.post_json("/api/v1/system/maintenance", &json!({"enabled": false}));
+    assert_eq!(r.status, 200, "{}", r.text());
+    until_every_shard(&b, "/api/v1/system/maintenance", "maintenanceMode", false);
+    let r = b.post_empty(&format!("/api/v1/dlq/{id}/replay"));
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(db.count(dead, &[]), 0);
+    assert_eq!(count_queue(&db, "dq"), 2, "replayed as a new message");
+}

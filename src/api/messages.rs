@@ -120,6 +120,13 @@ pub async fn replay_by_id(
     req: &Request,
     id: &str,
 ) -> Result<Response, ApiError> {
+    if shard.spool.push_paused.get() {
+        // semantics.md §15: push maintenance pauses DLQ replay (a replay is a
+        // push PostgreSQL must take now; it is not spooled).
+        return Err(ApiError::Unavailable(
+            "Push maintenance is on: DLQ replay is paused".into(),
+        ));
+    }
     let arg = json!({"tenant": admin::tenant(req), "dlqId": id,
                      "newId": crate::ids::uuid_v7()});
     replay(shard, arg).await
