@@ -144,6 +144,8 @@ pub struct Config {
     pub mesh: MeshConfig,
     /// `QUEEN_TLS_CERT` + `QUEEN_TLS_KEY`: serve HTTPS (see `src/tls.rs`).
     pub tls: Option<shards::tls::TlsSetup>,
+    /// `QUEEN_CORS_ALLOW_ORIGIN`: opt-in CORS headers (SEC-04, `api/cors.rs`).
+    pub cors_allow_origin: Option<String>,
 }
 
 /// The mesh's TCP side (config.md §9). Local fan-out between shards always runs.
@@ -469,6 +471,9 @@ impl Config {
             cache_refresh_ms: env
                 .parse("QUEEN_CACHE_REFRESH_INTERVAL_MS", DEFAULT_CACHE_REFRESH_MS)?,
             tls: crate::tls::listener_from_env(&|k| env.non_empty(k))?,
+            cors_allow_origin: env
+                .non_empty("QUEEN_CORS_ALLOW_ORIGIN")
+                .map(|v| v.trim().to_string()),
         })
     }
 

@@ -8,6 +8,7 @@ mod ack;
 mod admin;
 mod buffers;
 mod configure;
+mod cors;
 mod dlq;
 mod groups;
 mod health;
@@ -50,9 +51,13 @@ impl shards::listen::Handler for Router {
     fn handle(&self, req: Request) -> Pin<Box<dyn Future<Output = Response>>> {
         let shard = self.shard.clone();
         Box::pin(async move {
-            let resp = route(&shard, req)
-                .await
-                .unwrap_or_else(ApiError::into_response);
+            let resp = match cors::preflight(&shard.cfg, &req) {
+                Some(r) => r,
+                None => route(&shard, req)
+                    .await
+                    .unwrap_or_else(ApiError::into_response),
+            };
+            let resp = cors::decorate(&shard.cfg, resp);
             shard.counters.request(resp.status);
             resp
         })
