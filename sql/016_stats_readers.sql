@@ -248,7 +248,9 @@ BEGIN
 END $$;
 
 -- ---------------------------------------------------------------------------
--- queen.cg_lagging(p)  in {tenant, minLagSeconds}
+-- queen.cg_lagging(p)  in {tenant, minLagSeconds, limit|null, offset|null}
+--   (paging applies to the roll-up path: the live path has at most
+--   stats_live_max_partitions() partitions per group)
 -- ---------------------------------------------------------------------------
 CREATE OR REPLACE FUNCTION queen.cg_lagging(p jsonb) RETURNS jsonb
 LANGUAGE plpgsql STABLE AS $$
@@ -280,12 +282,13 @@ BEGIN
                'oldest_unconsumed_at', queen.iso(s.oldest),
                'last_consumed_at', queen.iso(pc.last_consumed_at))
              ORDER BY s.lag_s DESC, s.grp, q.name, pt.name), '[]'::jsonb)
-      FROM s
+      FROM (SELECT * FROM s WHERE s.lag_s >= v_min
+             ORDER BY s.lag_s DESC, s.grp, s.pid
+             LIMIT (p->>'limit')::int OFFSET coalesce((p->>'offset')::int, 0)) s
       JOIN queen.partitions pt ON pt.id = s.pid
       JOIN queen.queues q ON q.id = pt.queue_id
       LEFT JOIN queen.partition_consumers pc
-             ON pc.partition_id = s.pid AND pc.consumer_group = s.grp
-     WHERE s.lag_s >= v_min);
+             ON pc.partition_id = s.pid AND pc.consumer_group = s.grp);
 END $$;
 
 

@@ -472,12 +472,22 @@ fn a_queue_over_a_thousand_partitions_is_counted_from_the_rollup() {
         d["pending"], 2405,
         "an unknown group has everything pending"
     );
+    let groups = b.get("/api/v1/consumer-groups").json_array();
+    let g = groups.iter().find(|x| x["name"] == "g").expect("g listed");
+    assert_eq!(g["partitionsWithLag"], 1201, "{g}");
+    assert_eq!(g["queueName"], "big");
     let o = b.get("/api/v1/resources/overview").json();
     assert_eq!(o["messages"]["total"], 2405);
     assert_eq!(o["partitions"], 1201);
-    let lag = b
+    let page = b
         .get("/api/v1/consumer-groups/lagging?minLagSeconds=60")
         .json_array();
+    assert_eq!(page.len(), 1000, "default page of the lagging list");
+    let lag = b
+        .get("/api/v1/consumer-groups/lagging?minLagSeconds=60&limit=10000")
+        .json_array();
+    // p1's oldest message for g is the fresh push: under a minute behind
+    assert_eq!(lag.len(), 1200, "every other partition lags for g");
     assert!(
         lag.iter()
             .any(|r| r["consumer_group"] == "g" && r["partition_name"] == "p2"),

@@ -38,6 +38,14 @@ const FILES: &[(&str, &str)] = &[
     ),
     ("017_status.sql", include_str!("../../sql/017_status.sql")),
     (
+        "018_msg_list.sql",
+        include_str!("../../sql/018_msg_list.sql"),
+    ),
+    (
+        "019_groups_scale.sql",
+        include_str!("../../sql/019_groups_scale.sql"),
+    ),
+    (
         "020_system_state.sql",
         include_str!("../../sql/020_system_state.sql"),
     ),
