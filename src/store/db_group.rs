@@ -302,20 +302,20 @@ fn push_call(
     items: &[Value],
 ) -> Result<Vec<Value>, StoreError> {
     let arg = PushArg { tenant, items };
+    // The compact answer of sql/007, expanded per item here (src/store/push_fast.rs).
     let rows = c
-        .query_typed("SELECT queen.push_batch($1::jsonb)", &[(&arg, Type::JSONB)])
+        .query_typed(super::push_fast::SQL, &[(&arg, Type::JSONB)])
         .map_err(classify)?;
     let v: Value = rows
         .first()
         .map(|r| r.get(0))
         .ok_or_else(|| StoreError::Db("no result row".into()))?;
-    match v {
-        Value::Array(a) if a.len() == items.len() => Ok(a),
-        other => Err(StoreError::Db(format!(
-            "push_batch returned an unexpected shape: {}",
-            short(&other)
-        ))),
-    }
+    super::push_fast::expand(items, &v).map_err(|why| {
+        StoreError::Db(format!(
+            "push_fast returned an unexpected shape ({why}): {}",
+            short(&v)
+        ))
+    })
 }
 
 fn short(v: &Value) -> String {

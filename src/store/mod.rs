@@ -8,6 +8,7 @@
 pub mod db_group;
 pub mod jobs;
 pub mod pg_tls;
+pub mod push_fast;
 pub mod schema;
 
 pub use jobs::{Job, JobEnvelope, Proc, ReplyEnvelope, RequestId, StoreError, StoreReply};

@@ -20,6 +20,14 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../../sql/005_transaction.sql"),
     ),
     ("006_dlq.sql", include_str!("../../sql/006_dlq.sql")),
+    (
+        "007_push_fast.sql",
+        include_str!("../../sql/007_push_fast.sql"),
+    ),
+    (
+        "009_ack_fast.sql",
+        include_str!("../../sql/009_ack_fast.sql"),
+    ),
     ("010_groups.sql", include_str!("../../sql/010_groups.sql")),
     (
         "011_resources.sql",
