@@ -6,11 +6,19 @@ seeds a broker with data, loads every view, clicks a maintenance switch and a
 DLQ retry (when those endpoints exist on this broker) and checks their effect
 through the API, and saves screenshots.
 
+With QUEEN_DASH_JWT_SECRET set, the broker runs with JWT on (HS256, that
+secret): the script's own API calls carry an admin token it mints, and the
+browser run checks that the dashboard asks for a token, that the token is
+entered once, and that it is kept for the session (every view, and a reload,
+work without entering it again).
+
 usage: dashboard_check.py BROKER_URL CHROMEDRIVER_URL SHOTS_DIR
 Exit 0 when every check passed (a check whose endpoint the broker lacks is
 reported as SKIP), 1 otherwise.
 """
 import base64
+import hashlib
+import hmac
 import json
 import os
 import sys
@@ -21,6 +29,24 @@ import urllib.error
 import urllib.request
 
 BROKER, DRIVER, SHOTS = sys.argv[1].rstrip("/"), sys.argv[2].rstrip("/"), sys.argv[3]
+JWT_SECRET = os.environ.get("QUEEN_DASH_JWT_SECRET", "")
+
+
+def b64url(raw):
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+
+def mint(role, ttl_s=3600):
+    """An HS256 token for JWT_SECRET with `role` (security.md SEC-12 claim names)."""
+    head = b64url(json.dumps({"alg": "HS256", "typ": "JWT"}).encode())
+    now = int(time.time())
+    body = b64url(json.dumps({"sub": "dashboard-check", "role": role, "iat": now,
+                              "exp": now + ttl_s}).encode())
+    sig = hmac.new(JWT_SECRET.encode(), f"{head}.{body}".encode(), hashlib.sha256).digest()
+    return f"{head}.{body}.{b64url(sig)}"
+
+
+TOKEN = mint("admin") if JWT_SECRET else ""
 ELEMENT = "element-6066-11e4-a021-c180f4ce2b8b"
 WAIT_S = 20  # per element wait: generous for a loaded CI machine
 results = []
@@ -28,8 +54,10 @@ results = []
 
 def http(method, url, body=None, timeout=60):
     data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, method=method,
-                                 headers={"Content-Type": "application/json"} if data else {})
+    headers = {"Content-Type": "application/json"} if data else {}
+    if TOKEN and url.startswith(BROKER):
+        headers["Authorization"] = "Bearer " + TOKEN
+    req = urllib.request.Request(url, data=data, method=method, headers=headers)
     try:
         with urllib.request.urlopen(req, timeout=timeout) as r:
             raw = r.read()
@@ -162,6 +190,32 @@ def view(b, name, hash_, ready_css):
     return txt
 
 
+def sign_in(b):
+    """JWT on: the dashboard asks for a token; it is entered once, here."""
+    b.go(BROKER + "/#/queues")
+    asked = b.until("return !document.querySelector('#auth').hidden")
+    refused = b.until("return document.querySelector('#view').innerText.includes('token')")
+    b.shot("jwt-asks-for-token")
+    record("JWT on: the dashboard asks for a token", asked and refused)
+    b.js("document.querySelector('#token').value = arguments[0];"
+         "document.querySelector('#auth').requestSubmit();", TOKEN)
+    ok = b.until("return document.querySelector('#auth').hidden"
+                 " && document.querySelector('#view table, #view .na') !== null")
+    kept = b.js("return sessionStorage.getItem('queen.token') === arguments[0]", TOKEN)
+    record("JWT on: token entered once, views load", ok and kept)
+
+
+def kept_for_the_session(b):
+    """After every view: a reload still needs no token (sessionStorage keeps it)."""
+    b.js("location.reload()")
+    time.sleep(1)
+    ok = b.until("return document.readyState === 'complete' && document.querySelector('#auth').hidden"
+                 " && document.querySelector('#view table, #view .na, #view h2, #rates') !== null")
+    txt = b.text("#view") or ""
+    b.shot("jwt-after-reload")
+    record("JWT on: token kept for the session (reload)", ok and "needs a token" not in txt)
+
+
 def main():
     os.makedirs(SHOTS, exist_ok=True)
     seed()
@@ -170,6 +224,8 @@ def main():
     t.start()
     b = Browser()
     try:
+        if TOKEN:
+            sign_in(b)
         b.go(BROKER + "/")
         ok = b.find("#rates") is not None and b.until(
             "return document.querySelector('#status').innerText.startsWith('live')")
@@ -224,6 +280,8 @@ def main():
             ok = b.until("return document.querySelector('#maint-push-state').innerText === 'off'")
             state = broker("GET", "/api/v1/system/maintenance")[1]
             record("maintenance switch off", ok and state.get("maintenanceMode") is False)
+        if TOKEN:
+            kept_for_the_session(b)
     finally:
         stop.set()
         b.close()
