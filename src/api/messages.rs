@@ -84,8 +84,16 @@ pub async fn detail(
     pid: &str,
     txid: &str,
 ) -> Result<Response, ApiError> {
-    let r = on_message(shard, req, Proc::MsgDetail, pid, txid).await?;
-    Ok(ok_json(&strip_found(r)))
+    let mut r = strip_found(on_message(shard, req, Proc::MsgDetail, pid, txid).await?);
+    // semantics.md §13: decrypted on every read path; `isEncrypted` stays
+    // (the detail reports how the row is stored).
+    let flagged = r["isEncrypted"] == true;
+    for field in ["payload", "data"] {
+        if let Some(v) = r.get_mut(field) {
+            crate::crypto::open_in_place(crate::crypto::cipher(), v, flagged);
+        }
+    }
+    Ok(ok_json(&r))
 }
 
 /// `DELETE /api/v1/messages/{partitionId}/{transactionId}`.
@@ -109,9 +117,26 @@ pub async fn retry(
     pid: &str,
     txid: &str,
 ) -> Result<Response, ApiError> {
+    if let Some(paused) = maintenance_refusal(shard) {
+        return Ok(paused);
+    }
     let mut arg = msg_arg(req, pid, txid);
     arg["newId"] = json!(crate::ids::uuid_v7());
     replay(shard, arg).await
+}
+
+/// The spec's 503 answer to a replay during push maintenance (http-api.md §9,
+/// semantics.md §15): a replay is a push PostgreSQL must take now and is
+/// never spooled.
+fn maintenance_refusal(shard: &Shard) -> Option<Response> {
+    shard.spool.push_paused.get().then(|| {
+        super::json(
+            503,
+            &json!({"success": false, "result": "maintenance",
+                    "error": "Push maintenance is on: DLQ replay is paused"}),
+        )
+        .with_header("Retry-After", "1")
+    })
 }
 
 /// `POST /api/v1/dlq/{id}/replay`.
@@ -120,12 +145,8 @@ pub async fn replay_by_id(
     req: &Request,
     id: &str,
 ) -> Result<Response, ApiError> {
-    if shard.spool.push_paused.get() {
-        // semantics.md §15: push maintenance pauses DLQ replay (a replay is a
-        // push PostgreSQL must take now; it is not spooled).
-        return Err(ApiError::Unavailable(
-            "Push maintenance is on: DLQ replay is paused".into(),
-        ));
+    if let Some(paused) = maintenance_refusal(shard) {
+        return Ok(paused);
     }
     let arg = json!({"tenant": admin::tenant(req), "dlqId": id,
                      "newId": crate::ids::uuid_v7()});

@@ -84,7 +84,17 @@ pub async fn by_name(shard: &Rc<Shard>, req: &Request, name: &str) -> Result<Res
     let (limit, offset) = admin::paging(req, BY_NAME_DEFAULT_LIMIT, MAX_LIMIT)?;
     let arg = json!({"tenant": admin::tenant(req), "name": name, "limit": limit,
                      "offset": offset});
-    Ok(ok_json(&shard.db.call(Proc::TraceByName, arg).await?))
+    let mut r = shard.db.call(Proc::TraceByName, arg).await?;
+    // semantics.md §13: the message payload is decrypted on every read path
+    // (the row carries no flag here, so the envelope's shape decides).
+    if let Some(traces) = r.get_mut("traces").and_then(Value::as_array_mut) {
+        for t in traces {
+            if let Some(payload) = t.get_mut("message_payload") {
+                crate::crypto::open_in_place(crate::crypto::cipher(), payload, false);
+            }
+        }
+    }
+    Ok(ok_json(&r))
 }
 
 /// `GET /api/v1/traces/names`.
