@@ -210,3 +210,39 @@ fn tls_cert_without_key_and_key_without_cert_exit_1_naming_the_variable() {
         assert!(lines[0].contains(var), "{envs:?}: {log}");
     }
 }
+
+#[test]
+fn tls_long_poll_over_https_is_woken_by_a_push_on_another_connection() {
+    let db = Db::fresh();
+    let (b, pki) = tls_broker(&db);
+    let base = format!("https://localhost:{}", b.port);
+    let popper = {
+        let (agent, base) = (https_agent(Some(&pki.ca_pem)), base.clone());
+        std::thread::spawn(move || {
+            let started = Instant::now();
+            let r = agent
+                .get(&format!(
+                    "{base}/api/v1/pop/queue/tlslp?wait=true&timeout=20000&batch=10"
+                ))
+                .call()
+                .expect("long poll over https");
+            (body_json(r), started.elapsed())
+        })
+    };
+    // Give the pop time to park so the push wakes it (had it not parked
+    // yet, it would find the message at once: the assertions hold either way).
+    std::thread::sleep(Duration::from_millis(500));
+    let r = https_agent(Some(&pki.ca_pem))
+        .post(&format!("{base}/api/v1/push"))
+        .header("Content-Type", "application/json")
+        .send(json!({"items": [{"queue": "tlslp", "payload": {"hello": "tls"}}]}).to_string())
+        .expect("push");
+    assert_eq!(r.status(), 201);
+    let ((status, v), waited) = popper.join().expect("popper");
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["messages"][0]["data"]["hello"], "tls", "{v}");
+    assert!(
+        waited < Duration::from_secs(15),
+        "woken after {waited:?}, not by the push"
+    );
+}
