@@ -10,6 +10,9 @@
 //! default 100, at most 1000) and a bad `limit`/`offset` is a 400 naming it.
 //! Deleting a queue is one cascading statement; a later push to the same name
 //! creates a fresh queue (push resolves names in SQL, shards cache no ids).
+//! The deletion is broadcast with the existing notices (`Configured`: drop
+//! cached settings; `Pushed`: parked pops recheck), so peers of any version
+//! understand it and no new mesh frame kind is needed.
 
 use super::{admin, ok_json};
 use crate::error::ApiError;
@@ -62,6 +65,18 @@ pub async fn delete_queue(
     let arg = json!({"tenant": admin::tenant(req), "queue": queue});
     let r = shard.db.call(Proc::ResQueueDelete, arg).await?;
     let existed = r["existed"] == true;
+    if existed {
+        // Broadcast (http-api.md §8): every shard and mesh peer drops its cached
+        // settings of the queue (a later push re-creates it with defaults), and
+        // pops parked on it recheck now instead of on their timer.
+        shard.notify(crate::mesh::Notice::Configured {
+            tenant: admin::tenant(req),
+            queue: queue.to_string(),
+        });
+        shard.notify(crate::mesh::Notice::Pushed {
+            queue: queue.to_string(),
+        });
+    }
     Ok(ok_json(
         &json!({"deleted": existed, "queue": queue, "existed": existed}),
     ))
