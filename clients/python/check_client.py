@@ -330,6 +330,67 @@ async def check_lease_renewal(ctx: Ctx) -> str:
     return f"renewed lease held past leaseTime {LEASE_SHORT_S}s, unrenewed one expired and was redelivered"
 
 
+async def check_admin_calls(ctx: Ctx) -> str:
+    """The client's `admin` object, consumer-group delete and timestamp update
+    (issue 3): every call answers and carries the fields the client reads."""
+    q = ctx.queue_name("admin")
+    grp = "admin-workers"
+    await configure(ctx, q, {"lease_time": 30})
+    pushed = await push(ctx, q, "p1", [{"data": {"n": i}} for i in range(3)])
+    a = ctx.client.admin
+    got = await pop(ctx.client.queue(q).group(grp).batch(1))
+    expect_eq(len(got), 1, "pop before the admin calls")
+    ack = await ctx.client.ack(got[0], True, {"group": grp})
+    expect(ack.get("success") is True, f"ack (got {ack!r})")
+
+    qs = await a.list_queues()
+    expect(any(x.get("name") == q for x in qs.get("queues", [])), f"list_queues lists {q}")
+    detail = await a.get_queue(q)
+    expect_eq(detail.get("totals", {}).get("total"), 3, "get_queue totals.total")
+    depth = await a.get_queue_depth(q, grp)
+    expect_eq(depth.get("pending"), 2, "get_queue_depth pending for the group")
+    parts = await a.get_partitions(queue=q)
+    expect_eq(sorted(x.get("name") for x in parts.get("partitions", [])), ["Default", "p1"],
+              "get_partitions (configure made Default)")
+    msgs = await a.list_messages(queue=q)
+    expect_eq(msgs.get("total"), 3, "list_messages total")
+    m = await a.get_message(pushed[0]["partition_id"], pushed[0]["transaction_id"])
+    expect_eq(m.get("data"), {"n": 0}, "get_message data")
+    ov = await a.get_overview()
+    expect("messages" in ov and "statsAge" in ov, f"get_overview keys (got {sorted(ov)!r})")
+    for name, res in [("get_namespaces", await a.get_namespaces()),
+                      ("get_tasks", await a.get_tasks()),
+                      ("refresh_consumer_stats", await a.refresh_consumer_stats()),
+                      ("get_status", await a.get_status()),
+                      ("get_queue_stats", await a.get_queue_stats()),
+                      ("get_queue_detail", await a.get_queue_detail(q)),
+                      ("get_analytics", await a.get_analytics()),
+                      ("get_trace_names", await a.get_trace_names()),
+                      ("get_postgres_stats", await a.get_postgres_stats()),
+                      ("get_system_metrics", await a.get_system_metrics()),
+                      ("get_worker_metrics", await a.get_worker_metrics())]:
+        expect(isinstance(res, dict) and res, f"{name} answers an object (got {res!r})")
+    groups = await a.list_consumer_groups()
+    expect(any(g.get("name") == grp and g.get("queueName") == q for g in groups),
+           f"list_consumer_groups lists {grp} on {q}")
+    g = await a.get_consumer_group(grp)
+    expect(q in g, f"get_consumer_group is keyed by queue (got {sorted(g)!r})")
+    lag = await a.get_lagging_consumers(3600)
+    expect(isinstance(lag, list), f"get_lagging_consumers answers a list (got {lag!r})")
+    seek = await a.seek_consumer_group(grp, q, {"toEnd": True})
+    expect(seek.get("success") is True and seek.get("seekToEnd") is True, f"seek toEnd (got {seek!r})")
+    ts = await ctx.client.update_consumer_group_timestamp(grp, "2020-01-01T00:00:00Z")
+    expect(ts.get("success") is True, f"update_consumer_group_timestamp (got {ts!r})")
+    dq = await a.delete_consumer_group_for_queue(grp, q, False)
+    expect(dq.get("success") is True, f"delete_consumer_group_for_queue (got {dq!r})")
+    dg = await ctx.client.delete_consumer_group(grp)
+    expect(dg.get("success") is True and dg.get("metadataDeleted") is True,
+           f"delete_consumer_group (got {dg!r})")
+    cl = await a.clear_queue(q)
+    expect_eq(cl.get("deleted"), 3, "clear_queue deleted")
+    return "admin catalogue, messages, status/analytics, group seek/timestamp/delete, clear"
+
+
 CHECKS: List[Callable[[Ctx], Awaitable[str]]] = [
     check_health,
     check_configure_queue,
@@ -338,6 +399,7 @@ CHECKS: List[Callable[[Ctx], Awaitable[str]]] = [
     check_retry_then_dlq,
     check_transaction,
     check_lease_renewal,
+    check_admin_calls,
 ]
 
 
