@@ -14,7 +14,8 @@
 # a temporary git worktree and built into BASE_TARGET_DIR (default
 # /tmp/target-bench-base, kept between runs so a rebuild is incremental).
 # Scenarios: push b100 and b10 (50 conns, 1,000 partitions), drain pop b100 +
-# ack/batch, and latency at 1,000 msg/s in the yardstick's shape.
+# ack/batch, and latency at 1,000 msg/s in the yardstick's shape; the
+# PostgreSQL INSERT b100 ceiling (pg-ceiling) before and after, for ratios.
 # HEAD_BIN / BASE_BIN: prebuilt brokers to use instead of building (the
 # labels then still say which revisions you meant). Environment as run.sh:
 # NUM_WORKERS (2), DB_POOL_SIZE (8), BENCH_TARGET_DIR.
@@ -94,10 +95,20 @@ round() {
     bench_log "round $r: $name done"
 }
 
+# The PostgreSQL INSERT b100 ceiling, broker stopped, before and after the rounds.
+ceiling() {
+    checkpoint
+    "$BENCH_TARGET/release/pg-ceiling" --dsn "host=127.0.0.1 port=$PGPORT user=postgres dbname=queen" \
+        --conns "$POOL" --batch 100 --duration "$DUR" --pg-pid "$PGPID" --label ceiling --json >>"$JSONL" \
+        || bench_log "pg-ceiling exited $?"
+}
+
+ceiling
 for r in $(seq 1 "$RUNS"); do
     if [ $((r % 2)) = 1 ]; then order="base head"; else order="head base"; fi
     for name in $order; do round "$name" "$r"; done
 done
+ceiling
 
 {
     echo "# Queen compare: $BASE (base) vs $HEAD (head), $(date +%F), $RUNS round(s)"
@@ -136,8 +147,18 @@ for key in sorted(rows):
         ratio = f"{med['head'] / med['base']:.2f}×" if med["base"] and med["head"] is not None else "–"
         fmt = lambda v: "–" if v is None else f"{v:,.1f}"
         print(f"| {key} | {name} | {fmt(med['base'])} | {fmt(med['head'])} | {ratio} |")
+ceil = [r["rows_per_s"] for by in rows.values() for r in by.get("ceiling", []) if r.get("rows_per_s")]
+if ceil:
+    c = statistics.median(ceil)
+    print(f"\nPostgreSQL INSERT b100 ceiling (broker stopped, before and after): {c:,.0f} rows/s.")
+    for key in sorted(k for k in rows if k.startswith("push b100")):
+        for label in ("base", "head"):
+            vals = [r["msg_per_s"] for r in rows[key].get(label, []) if r.get("msg_per_s")]
+            if vals:
+                print(f"- {key}, {label}: {statistics.median(vals) / c:.2f}× the ceiling")
 errors = sum(sum(v for v in (r.get("errors") or {}).values() if isinstance(v, (int, float)))
-             for by in rows.values() for runs in by.values() for r in runs)
+             for by in rows.values() for runs in by.values() for r in runs
+             if isinstance(r.get("errors"), dict))
 lost = sum(get(r, "verify.lost") or 0 for by in rows.values() for runs in by.values() for r in runs)
 print(f"\nMedians per build; request errors in all runs: {errors}; lost messages: {lost}.")
 PY
