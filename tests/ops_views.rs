@@ -49,7 +49,12 @@ fn replay_answers_503_during_push_maintenance_and_works_after() {
     assert_eq!(b.get("/api/v1/dlq?queue=mq").json()["total"], 1);
     let r = b.post_json("/api/v1/system/maintenance", &json!({"enabled": false}));
     assert_eq!(r.status, 200);
-    let r = b.post_empty(&format!("/api/v1/messages/{pid}/{txid}/retry"));
+    // The switch reaches the other shard through the notice path, so the
+    // retry may land on a shard that has not applied it yet: wait for it.
+    let r = check_for(std::time::Duration::from_secs(5), || {
+        let r = b.post_empty(&format!("/api/v1/messages/{pid}/{txid}/retry"));
+        (r.status != 503).then_some(r)
+    });
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(r.json()["result"], "moved");
 }
