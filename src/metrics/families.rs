@@ -101,7 +101,9 @@ pub fn spool(r: &mut Registry, i: &Inputs) {
             "Age of the shard's oldest spooled record (0: none)",
             |g, now| match g.oldest_ms.load(Relaxed) {
                 0 => 0.0,
-                t => now.saturating_sub(t) as f64 / 1000.0,
+                // At least 1 ms while a record is held, so that 0 keeps meaning "none"
+                // even when the scrape lands in the same millisecond as the append.
+                t => now.saturating_sub(t).max(1) as f64 / 1000.0,
             },
         ),
         (
@@ -286,7 +288,9 @@ pub fn worker(r: &mut Registry, i: &Inputs, worker_labels: &dyn Fn(usize) -> Lab
             "Seconds since the shard last sampled its figures (-1: never)",
             |s, _, _, now| match s.sampled_ms.load(Relaxed) {
                 0 => -1.0,
-                t => now.saturating_sub(t) as f64 / 1000.0,
+                // At least 1 ms while a record is held, so that 0 keeps meaning "none"
+                // even when the scrape lands in the same millisecond as the append.
+                t => now.saturating_sub(t).max(1) as f64 / 1000.0,
             },
         ),
     ];
