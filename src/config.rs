@@ -248,6 +248,8 @@ pub struct PopConfig {
     pub wait_backoff_multiplier: f64,
     /// `POP_WAIT_MAX_INTERVAL_MS`.
     pub wait_max_ms: u64,
+    /// `QUEEN_POP_AUTOPILOT*` (see `crate::api::pop_autopilot`).
+    pub autopilot: crate::api::pop_autopilot::AutopilotConfig,
 }
 
 /// A configuration that cannot boot: one line naming the variable.
@@ -393,6 +395,7 @@ impl Config {
             wait_backoff_threshold: env.parse("POP_WAIT_BACKOFF_THRESHOLD", 3)?,
             wait_backoff_multiplier: env.parse("POP_WAIT_BACKOFF_MULTIPLIER", 2.0)?,
             wait_max_ms: env.parse("POP_WAIT_MAX_INTERVAL_MS", 1000)?.max(1),
+            autopilot: crate::api::pop_autopilot::AutopilotConfig::from_env(&|k| env.string(k))?,
         };
         let mesh = parse_mesh(&env, http_addr, &hostname)?;
         let auth =

@@ -18,6 +18,8 @@ mod messages;
 mod metrics;
 pub mod params;
 mod pop;
+pub mod pop_autopilot;
+mod pop_conflation;
 mod push;
 mod resources;
 mod seal;

@@ -7,13 +7,16 @@
 //! when a notice is lost), the deadline, or shutdown. The generation of the
 //! queue's signal is read before each attempt, so a push that commits during
 //! the attempt triggers an immediate retry instead of a lost wake-up.
+//!
+//! Conflation (§17) is a branch per attempt in `pop_conflation` (its own SQL
+//! function, `queen.pop_conflated`); autopilot sizing (§18) happens in
+//! `parse` through `pop_autopilot`, which also observes every attempt.
 
-use super::{ok_json, params};
+use super::{ok_json, params, pop_autopilot, pop_conflation};
 use crate::config::SubscriptionDefault;
 use crate::error::ApiError;
 use crate::ids::uuid_v7;
 use crate::shard::Shard;
-use crate::store::Proc;
 use futures_lite::future::or;
 use serde_json::{json, Value};
 use shards::http::{Request, Response};
@@ -79,19 +82,19 @@ struct PopRequest {
     auto_ack: bool,
     wait: bool,
     timeout: Duration,
+    /// Batch/width as applied, and the autopilot part (`pop_autopilot`).
+    sizing: pop_autopilot::Sizing,
+    /// The conflation policy branch (`pop_conflation`); `None` in queue mode.
+    conflation: Option<pop_conflation::Conflation>,
 }
 
 fn parse(shard: &Shard, req: &Request, scope: Scope) -> Result<PopRequest, ApiError> {
     let cfg = &shard.cfg.pop;
-    let batch = params::int_in(req, "batch", 1, MAX_BATCH)?.unwrap_or(cfg.default_batch as i64);
-    let partitions = match (
-        &scope.partition,
-        req.query_param("partitions")
-            .and_then(|p| p.trim().parse::<i64>().ok()),
-    ) {
-        (Some(_), _) | (None, None) => 1,
-        (None, Some(n)) => n.clamp(1, MAX_PARTITIONS),
-    };
+    let batch_given = params::int_in(req, "batch", 1, MAX_BATCH)?;
+    let partitions_given = req
+        .query_param("partitions")
+        .and_then(|p| p.trim().parse::<i64>().ok())
+        .map(|n| n.clamp(1, MAX_PARTITIONS));
     let timeout_ms =
         params::int_in(req, "timeout", 0, MAX_TIMEOUT_MS)?.unwrap_or(cfg.default_timeout_ms as i64);
     let lease = params::int_in(req, "leaseSeconds", 1, MAX_LEASE_SECONDS)?;
@@ -113,6 +116,28 @@ fn parse(shard: &Shard, req: &Request, scope: Scope) -> Result<PopRequest, ApiEr
         }
     }
     let tenant = crate::auth::tenant(&shard.cfg, req)?;
+    let scope_key = scope.queue.clone().unwrap_or_else(|| {
+        let part = |v: &Option<String>| v.clone().unwrap_or_else(|| "*".into());
+        format!("{}:{}", part(&scope.namespace), part(&scope.task))
+    });
+    let key = || (tenant.to_string(), scope_key.clone(), group.clone());
+    let sizing = pop_autopilot::size(
+        &cfg.autopilot,
+        params::flag(req, "autopilot"),
+        key,
+        batch_given,
+        partitions_given,
+        scope.partition.is_some(),
+        cfg.default_batch as i64,
+    );
+    let (batch, partitions) = (sizing.batch, sizing.partitions);
+    let conflation = pop_conflation::Conflation::new(
+        params::flag(req, "conflation"),
+        group == QUEUE_MODE,
+        key(),
+        batch,
+        sizing.width_set.then_some(partitions),
+    )?;
     let arg = json!({
         "tenant": tenant,
         "queue": scope.queue, "partition": scope.partition,
@@ -127,6 +152,8 @@ fn parse(shard: &Shard, req: &Request, scope: Scope) -> Result<PopRequest, ApiEr
         auto_ack,
         wait: params::flag(req, "wait"),
         timeout: Duration::from_millis(timeout_ms as u64),
+        sizing,
+        conflation,
     })
 }
 
@@ -198,7 +225,8 @@ pub async fn handle(shard: &Rc<Shard>, req: &Request, scope: Scope) -> Result<Re
     loop {
         let generation = signal.generation();
         pop.arg["leaseId"] = Value::String(uuid_v7());
-        let result = shard.db.call(Proc::Pop, pop.arg.clone()).await?;
+        let result = pop_conflation::attempt(shard, &mut pop.conflation, &pop.arg).await?;
+        pop_autopilot::observe(&cfg.autopilot, &pop.sizing, &result);
         let delivered = result
             .get("messages")
             .and_then(Value::as_array)
@@ -214,7 +242,7 @@ pub async fn handle(shard: &Rc<Shard>, req: &Request, scope: Scope) -> Result<Re
         let now = Instant::now();
         if !pop.wait || now >= deadline || shard.stopping.is_fired() {
             shard.counters.popped(named.as_deref(), 0);
-            return Ok(Response::no_content());
+            return Ok(empty(&pop));
         }
         let nap = interval.min(deadline - now);
         let backoff = (empties >= cfg.wait_backoff_threshold).then_some(interval);
@@ -251,7 +279,7 @@ fn answer(pop: &PopRequest, mut r: Value) -> Option<Response> {
         }
     }
     let first = &messages[0];
-    let body = json!({
+    let mut body = json!({
         "success": true,
         "queue": first.get("queue").cloned().unwrap_or(Value::Null),
         "partition": first.get("partition").cloned().unwrap_or(Value::Null),
@@ -261,7 +289,34 @@ fn answer(pop: &PopRequest, mut r: Value) -> Option<Response> {
         "partitionsClaimed": r.get("partitionsClaimed").cloned().unwrap_or(json!(1)),
         "messages": messages,
     });
+    if let Value::Object(o) = &mut body {
+        extras(pop, o);
+    }
     Some(ok_json(&body))
+}
+
+/// Adds the `autopilot` echo and the conflation keys to an answer.
+fn extras(pop: &PopRequest, body: &mut serde_json::Map<String, Value>) {
+    pop_conflation::decorate(&pop.conflation, body);
+    let width = match &pop.conflation {
+        Some(c) if c.applied => c.width(),
+        _ => pop.sizing.partitions,
+    };
+    if let Some(echo) = pop.sizing.echo(width) {
+        body.insert("autopilot".into(), echo);
+    }
+}
+
+/// The answer when nothing was delivered: 204, or the §4 200 body when
+/// conflation is in play.
+fn empty(pop: &PopRequest) -> Response {
+    match pop_conflation::empty_body(&pop.conflation) {
+        Some(mut body) => {
+            extras(pop, &mut body);
+            ok_json(&Value::Object(body))
+        }
+        None => Response::no_content(),
+    }
 }
 
 #[cfg(test)]

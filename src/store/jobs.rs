@@ -25,6 +25,8 @@ pub enum Proc {
     MetricsSnapshot,
     /// `queen.pop`: claim partitions and read a batch.
     Pop,
+    /// `queen.pop_conflated`: pop under the group's conflation policy (§17).
+    PopConflated,
     /// `queen.ack_batch`: apply acknowledgements.
     AckBatch,
     /// `queen.extend_lease`.
@@ -102,6 +104,7 @@ impl Proc {
             Proc::SystemStateSet => "SELECT queen.system_state_set($1::jsonb)",
             Proc::MetricsSnapshot => "SELECT queen.metrics_snapshot($1::jsonb)",
             Proc::Pop => "SELECT queen.pop($1::jsonb)",
+            Proc::PopConflated => "SELECT queen.pop_conflated($1::jsonb)",
             Proc::AckBatch => "SELECT queen.ack_batch($1::jsonb)",
             Proc::ExtendLease => "SELECT queen.extend_lease($1::jsonb)",
             Proc::Transaction => "SELECT queen.transaction($1::jsonb)",

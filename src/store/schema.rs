@@ -62,6 +62,10 @@ const FILES: &[(&str, &str)] = &[
         "050_security.sql",
         include_str!("../../sql/050_security.sql"),
     ),
+    (
+        "070_conflation.sql",
+        include_str!("../../sql/070_conflation.sql"),
+    ),
 ];
 
 /// Applies every file; returns the name of the file that failed with the error.

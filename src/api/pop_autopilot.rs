@@ -1,0 +1,493 @@
+//! Pop autopilot (semantics.md §18, http-api.md §4, config.md §3): for a pop
+//! with `autopilot=true` the broker fills the dimensions the client left out —
+//! `batch` with `QUEEN_POP_AUTOPILOT_BATCH`, `partitions` (the sweep width)
+//! from a per-lane width controller — and echoes
+//! `{"autopilot": {"partitions", "batch", "waitMs"}}`. Explicit values are
+//! never changed. Runs on the shard thread that serves the pop; the
+//! controller state is a thread-local (one shard = one thread, no lock).
+//!
+//! Controller (one lane per (tenant, queue or `ns:task` scope, group) per
+//! shard, at most `QUEEN_POP_AUTOPILOT_MAX_LANES`, least recently used lane
+//! dropped first): a lane starts at width 1 (the legacy default). After each
+//! attempt it observes the age of the oldest message the attempt delivered
+//! (now − its `createdAt`). Older than the target age while every partition
+//! of the width was claimed → widen (×2, ≤ 64); younger than a quarter of the
+//! target, or nothing delivered → narrow (÷2, ≥ 1). A change needs both
+//! `DWELL_MS` since the last change and `DWELL_POPS` observations.
+//!
+//! Decisions where the spec is silent:
+//! - the age signal is the oldest *delivered* message (the pop answer already
+//!   carries `createdAt`; no extra query on the pop path). Under conflation it
+//!   is the newest message of a partition, so a conflated lane widens less;
+//! - `QUEEN_POP_AUTOPILOT_BURST_CAP` > 0: when a widening is wanted but the
+//!   dwell blocks it, the next pop of the lane uses width `BURST_CAP` once
+//!   (one-shot; pop itself claims only ready partitions, so "up to ready
+//!   partitions" holds). The lane's width is unchanged by a burst;
+//! - `waitMs` is always 0 (no pacing advice): an empty non-conflating pop is
+//!   a bodiless 204 that could not carry it anyway;
+//! - `shadow`: the controller runs on the same observations, its width
+//!   changes are logged at debug level, but the pop uses the normal defaults
+//!   (batch `DEFAULT_POP_BATCH`, width 1) and the echo reports those — the echo
+//!   always states what was applied;
+//! - `off`: no controller; unset dimensions take the normal defaults and the
+//!   echo is still sent (the spec: whenever the request carried `autopilot=true`);
+//! - the partition form always has width 1, so only `batch` can be delegated;
+//! - on/off spellings: `on|true|1|yes` and `off|false|0|no` (case-insensitive),
+//!   empty = unset; numbers outside their range are fatal, like anything else.
+//!   Ranges where config.md gives none: target age 1..3,600,000 ms, dwell
+//!   0..3,600,000 ms, dwell pops 0..1,000,000, max lanes 1..10,000,000.
+
+use crate::config::ConfigError;
+use serde_json::{json, Value};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+/// Delegated batch (config.md: the later broker's default).
+pub const DEFAULT_AUTOPILOT_BATCH: u32 = 100;
+/// Largest delegated batch accepted at boot (config.md).
+const MAX_AUTOPILOT_BATCH: u64 = 10_000;
+/// Width controller target age in ms (config.md).
+pub const DEFAULT_TARGET_AGE_MS: u64 = 25;
+/// Least time between two width changes, ms (config.md).
+pub const DEFAULT_DWELL_MS: u64 = 500;
+/// Least observations between two width changes (config.md).
+pub const DEFAULT_DWELL_POPS: u32 = 16;
+/// One-shot burst width; 0 = off (config.md).
+pub const DEFAULT_BURST_CAP: u32 = 0;
+/// Lanes one shard keeps (config.md): bounds the controller's memory.
+pub const DEFAULT_MAX_LANES: usize = 50_000;
+/// Widest delegated width (semantics.md §18; also pop's own claim limit).
+pub const MAX_WIDTH: u32 = 64;
+/// Longest target age / dwell accepted, ms (an hour: beyond that the
+/// controller would never act, which is surely a typo).
+const MAX_MS: u64 = 3_600_000;
+
+/// `QUEEN_POP_AUTOPILOT`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Controller decides and is applied.
+    On,
+    /// Controller decides, normal defaults are applied.
+    Shadow,
+    /// No controller; normal defaults.
+    Off,
+}
+
+/// The `QUEEN_POP_AUTOPILOT*` settings.
+#[derive(Debug, Clone)]
+pub struct AutopilotConfig {
+    /// `QUEEN_POP_AUTOPILOT`.
+    pub mode: Mode,
+    /// `QUEEN_POP_AUTOPILOT_BATCH`: batch when the client left it out.
+    pub batch: u32,
+    /// `QUEEN_POP_AUTOPILOT_TARGET_AGE_MS`.
+    pub target_age_ms: u64,
+    /// `QUEEN_POP_AUTOPILOT_DWELL_MS`.
+    pub dwell_ms: u64,
+    /// `QUEEN_POP_AUTOPILOT_DWELL_POPS`.
+    pub dwell_pops: u32,
+    /// `QUEEN_POP_AUTOPILOT_BURST_CAP` (0 = off).
+    pub burst_cap: u32,
+    /// `QUEEN_POP_AUTOPILOT_MAX_LANES`.
+    pub max_lanes: usize,
+}
+
+impl Default for AutopilotConfig {
+    fn default() -> Self {
+        AutopilotConfig {
+            mode: Mode::On,
+            batch: DEFAULT_AUTOPILOT_BATCH,
+            target_age_ms: DEFAULT_TARGET_AGE_MS,
+            dwell_ms: DEFAULT_DWELL_MS,
+            dwell_pops: DEFAULT_DWELL_POPS,
+            burst_cap: DEFAULT_BURST_CAP,
+            max_lanes: DEFAULT_MAX_LANES,
+        }
+    }
+}
+
+impl AutopilotConfig {
+    /// Reads and validates the variables; any invalid value is an error naming it.
+    pub fn from_env(get: &dyn Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let set = |var: &str| {
+            get(var)
+                .map(|v| v.trim().to_string())
+                .filter(|v| !v.is_empty())
+        };
+        let mode = match set("QUEEN_POP_AUTOPILOT").map(|v| v.to_ascii_lowercase()) {
+            None => Mode::On,
+            Some(v) => match v.as_str() {
+                "on" | "true" | "1" | "yes" => Mode::On,
+                "shadow" => Mode::Shadow,
+                "off" | "false" | "0" | "no" => Mode::Off,
+                _ => {
+                    return Err(ConfigError {
+                        var: "QUEEN_POP_AUTOPILOT",
+                        reason: format!("{v:?} is not one of on, shadow, off"),
+                    })
+                }
+            },
+        };
+        let num = |var: &'static str, default: u64, lo: u64, hi: u64| -> Result<u64, ConfigError> {
+            let Some(v) = set(var) else {
+                return Ok(default);
+            };
+            match v.parse::<u64>() {
+                Ok(n) if (lo..=hi).contains(&n) => Ok(n),
+                _ => Err(ConfigError {
+                    var,
+                    reason: format!("{v:?} is not a whole number between {lo} and {hi}"),
+                }),
+            }
+        };
+        // The `as` casts below are bounded by the ranges just checked.
+        Ok(AutopilotConfig {
+            mode,
+            batch: num(
+                "QUEEN_POP_AUTOPILOT_BATCH",
+                DEFAULT_AUTOPILOT_BATCH.into(),
+                1,
+                MAX_AUTOPILOT_BATCH,
+            )? as u32,
+            target_age_ms: num(
+                "QUEEN_POP_AUTOPILOT_TARGET_AGE_MS",
+                DEFAULT_TARGET_AGE_MS,
+                1,
+                MAX_MS,
+            )?,
+            dwell_ms: num("QUEEN_POP_AUTOPILOT_DWELL_MS", DEFAULT_DWELL_MS, 0, MAX_MS)?,
+            dwell_pops: num(
+                "QUEEN_POP_AUTOPILOT_DWELL_POPS",
+                DEFAULT_DWELL_POPS.into(),
+                0,
+                1_000_000,
+            )? as u32,
+            burst_cap: num(
+                "QUEEN_POP_AUTOPILOT_BURST_CAP",
+                DEFAULT_BURST_CAP.into(),
+                0,
+                MAX_WIDTH.into(),
+            )? as u32,
+            max_lanes: num(
+                "QUEEN_POP_AUTOPILOT_MAX_LANES",
+                DEFAULT_MAX_LANES as u64,
+                1,
+                10_000_000,
+            )? as usize,
+        })
+    }
+}
+
+/// A controller lane: (tenant, queue or scope, group).
+pub type LaneKey = (String, String, String);
+
+/// How one pop is sized, and what it echoes.
+#[derive(Debug)]
+pub struct Sizing {
+    /// Batch applied.
+    pub batch: i64,
+    /// Width applied.
+    pub partitions: i64,
+    /// The width was given by the client or chosen by the controller (not the
+    /// plain default 1); conflation uses it as a cap.
+    pub width_set: bool,
+    /// `Some` when the request carried `autopilot=true`.
+    pub autopilot: Option<Autopilot>,
+}
+
+/// The autopilot part of a pop.
+#[derive(Debug)]
+pub struct Autopilot {
+    /// The controller lane, when the width is delegated and a controller runs.
+    lane: Option<LaneKey>,
+    /// The width the controller would apply (differs from the applied one in shadow).
+    lane_width: u32,
+}
+
+impl Sizing {
+    /// The `autopilot` echo, when the request asked for it.
+    pub fn echo(&self, partitions: i64) -> Option<Value> {
+        self.autopilot
+            .as_ref()
+            .map(|_| json!({"partitions": partitions, "batch": self.batch, "waitMs": 0}))
+    }
+}
+
+/// Sizes a pop. `batch`/`partitions` are the client's values (None = left out);
+/// `default_batch` applies when batch is left out and autopilot does not decide.
+pub fn size(
+    cfg: &AutopilotConfig,
+    requested: bool,
+    lane: impl FnOnce() -> LaneKey,
+    batch: Option<i64>,
+    partitions: Option<i64>,
+    partition_form: bool,
+    default_batch: i64,
+) -> Sizing {
+    let width_given = partitions.filter(|_| !partition_form);
+    if !requested || cfg.mode == Mode::Off {
+        return Sizing {
+            batch: batch.unwrap_or(default_batch),
+            partitions: width_given.unwrap_or(1),
+            width_set: width_given.is_some(),
+            autopilot: requested.then_some(Autopilot {
+                lane: None,
+                lane_width: 1,
+            }),
+        };
+    }
+    let applied_batch = match (batch, cfg.mode) {
+        (Some(b), _) => b,
+        (None, Mode::On) => i64::from(cfg.batch),
+        (None, _) => default_batch,
+    };
+    if width_given.is_some() || partition_form {
+        return Sizing {
+            batch: applied_batch,
+            partitions: width_given.unwrap_or(1),
+            width_set: width_given.is_some(),
+            autopilot: Some(Autopilot {
+                lane: None,
+                lane_width: 1,
+            }),
+        };
+    }
+    let key = lane();
+    let w = lane_width(cfg, &key);
+    let on = cfg.mode == Mode::On;
+    Sizing {
+        batch: applied_batch,
+        partitions: if on { i64::from(w) } else { 1 },
+        width_set: on,
+        autopilot: Some(Autopilot {
+            lane: Some(key),
+            lane_width: w,
+        }),
+    }
+}
+
+/// One controller lane.
+#[derive(Debug)]
+struct Lane {
+    /// Current width.
+    width: u32,
+    /// Last width change.
+    changed_at: Instant,
+    /// Observations since the last change.
+    pops: u32,
+    /// Last use (eviction order).
+    seen: Instant,
+    /// The next pop uses the burst width once.
+    burst_next: bool,
+}
+
+thread_local! {
+    /// This shard's lanes.
+    static LANES: RefCell<HashMap<LaneKey, Lane>> = RefCell::new(HashMap::new());
+}
+
+/// The width the lane's next pop uses (burst included), creating the lane.
+fn lane_width(cfg: &AutopilotConfig, key: &LaneKey) -> u32 {
+    let now = Instant::now();
+    LANES.with(|l| {
+        let mut lanes = l.borrow_mut();
+        if !lanes.contains_key(key) && lanes.len() >= cfg.max_lanes {
+            let oldest = lanes
+                .iter()
+                .min_by_key(|(_, v)| v.seen)
+                .map(|(k, _)| k.clone());
+            if let Some(k) = oldest {
+                lanes.remove(&k);
+            }
+        }
+        let lane = lanes.entry(key.clone()).or_insert(Lane {
+            width: 1,
+            changed_at: now,
+            pops: 0,
+            seen: now,
+            burst_next: false,
+        });
+        lane.seen = now;
+        if std::mem::take(&mut lane.burst_next) {
+            lane.width.max(cfg.burst_cap).min(MAX_WIDTH)
+        } else {
+            lane.width
+        }
+    })
+}
+
+/// Feeds one attempt's outcome to the lane: `result` is the pop procedure's answer.
+pub fn observe(cfg: &AutopilotConfig, sizing: &Sizing, result: &Value) {
+    let Some(Autopilot {
+        lane: Some(key),
+        lane_width,
+    }) = &sizing.autopilot
+    else {
+        return;
+    };
+    let claimed = result
+        .get("partitionsClaimed")
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    let oldest = result
+        .get("messages")
+        .and_then(Value::as_array)
+        .and_then(|m| {
+            m.iter()
+                .filter_map(|x| x.get("createdAt").and_then(Value::as_str))
+                .filter_map(iso_micros)
+                .min()
+        });
+    let now_us = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as i64);
+    let age_ms = oldest.map(|t| (now_us - t).max(0) as u64 / 1000);
+    let applied = if cfg.mode == Mode::On { *lane_width } else { 1 };
+    let target = cfg.target_age_ms;
+    let wider = matches!(age_ms, Some(a) if a > target) && claimed >= i64::from(applied);
+    let narrower = age_ms.is_none_or(|a| a * 4 < target);
+    let now = Instant::now();
+    LANES.with(|l| {
+        let mut lanes = l.borrow_mut();
+        let Some(lane) = lanes.get_mut(key) else {
+            return;
+        };
+        lane.pops = lane.pops.saturating_add(1);
+        let dwell_ok = now.duration_since(lane.changed_at).as_millis() >= u128::from(cfg.dwell_ms)
+            && lane.pops >= cfg.dwell_pops;
+        let before = lane.width;
+        if wider && dwell_ok && lane.width < MAX_WIDTH {
+            lane.width = (lane.width * 2).min(MAX_WIDTH);
+        } else if wider && cfg.burst_cap > lane.width {
+            lane.burst_next = true;
+        } else if narrower && dwell_ok && lane.width > 1 {
+            lane.width = (lane.width / 2).max(1);
+        }
+        if lane.width != before {
+            lane.changed_at = now;
+            lane.pops = 0;
+            log::debug!(
+                "autopilot{} {:?}: width {before} -> {} (oldest age {age_ms:?} ms, claimed {claimed})",
+                if cfg.mode == Mode::Shadow { " (shadow)" } else { "" },
+                key,
+                lane.width
+            );
+        }
+    });
+}
+
+/// `YYYY-MM-DDTHH:MM:SS[.ffffff]Z` → µs since the epoch (the form `queen.iso` writes).
+pub fn iso_micros(s: &str) -> Option<i64> {
+    let b = s.as_bytes();
+    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || b[10] != b'T' || !s.ends_with('Z') {
+        return None;
+    }
+    let n = |r: std::ops::Range<usize>| s.get(r)?.parse::<i64>().ok();
+    let (y, mo, d) = (n(0..4)?, n(5..7)?, n(8..10)?);
+    let (h, mi, sec) = (n(11..13)?, n(14..16)?, n(17..19)?);
+    let frac = match s.get(19..s.len() - 1) {
+        Some(f) if f.starts_with('.') && f.len() > 1 => {
+            let digits = &f[1..f.len().min(7)];
+            digits.parse::<i64>().ok()? * 10i64.pow(6 - digits.len() as u32)
+        }
+        _ => 0,
+    };
+    // days from civil (proleptic Gregorian), Howard Hinnant's algorithm
+    let y = if mo <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (mo + if mo > 2 { -3 } else { 9 }) + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some(((days * 24 + h) * 60 + mi) * 60_000_000 + sec * 1_000_000 + frac)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(vars: &[(&str, &str)]) -> Result<AutopilotConfig, ConfigError> {
+        let m: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        AutopilotConfig::from_env(&move |k| m.get(k).cloned())
+    }
+
+    #[test]
+    fn modes_and_bounds() {
+        assert_eq!(cfg(&[]).unwrap().mode, Mode::On);
+        assert_eq!(
+            cfg(&[("QUEEN_POP_AUTOPILOT", "FALSE")]).unwrap().mode,
+            Mode::Off
+        );
+        assert_eq!(
+            cfg(&[("QUEEN_POP_AUTOPILOT", " shadow ")]).unwrap().mode,
+            Mode::Shadow
+        );
+        assert!(cfg(&[("QUEEN_POP_AUTOPILOT", "auto")]).is_err());
+        assert!(cfg(&[("QUEEN_POP_AUTOPILOT_BATCH", "0")]).is_err());
+        assert!(cfg(&[("QUEEN_POP_AUTOPILOT_BATCH", "10001")]).is_err());
+        assert_eq!(
+            cfg(&[("QUEEN_POP_AUTOPILOT_BATCH", "10000")])
+                .unwrap()
+                .batch,
+            10_000
+        );
+        assert!(cfg(&[("QUEEN_POP_AUTOPILOT_BURST_CAP", "65")]).is_err());
+        assert!(cfg(&[("QUEEN_POP_AUTOPILOT_MAX_LANES", "x")]).is_err());
+    }
+
+    #[test]
+    fn iso() {
+        assert_eq!(iso_micros("1970-01-01T00:00:00Z"), Some(0));
+        assert_eq!(
+            iso_micros("2025-01-31T12:34:56.123456Z"),
+            Some(1_738_326_896_123_456)
+        );
+        assert_eq!(
+            iso_micros("2000-03-01T00:00:00.5Z"),
+            Some(951_868_800_500_000)
+        );
+        assert_eq!(iso_micros("yesterday"), None);
+    }
+
+    #[test]
+    fn explicit_values_are_never_changed() {
+        let c = AutopilotConfig::default();
+        let lane = || ("t".to_string(), "q".to_string(), "g".to_string());
+        let s = size(&c, true, lane, Some(7), Some(3), false, 200);
+        assert_eq!((s.batch, s.partitions), (7, 3));
+        let s = size(&c, true, lane, None, None, false, 200);
+        assert_eq!((s.batch, s.partitions), (100, 1));
+        let s = size(&c, false, lane, None, None, false, 200);
+        assert_eq!((s.batch, s.partitions), (200, 1));
+        assert!(s.echo(1).is_none());
+    }
+
+    #[test]
+    fn widens_under_backlog_after_dwell() {
+        let c = AutopilotConfig {
+            dwell_ms: 0,
+            dwell_pops: 2,
+            ..AutopilotConfig::default()
+        };
+        let lane = || ("t".to_string(), "wide".to_string(), "g".to_string());
+        let old =
+            json!({"partitionsClaimed": 64, "messages": [{"createdAt": "2000-01-01T00:00:00Z"}]});
+        let mut w = 0;
+        for _ in 0..20 {
+            let s = size(&c, true, lane, None, None, false, 200);
+            w = s.partitions;
+            observe(&c, &s, &old);
+        }
+        assert_eq!(w, 64);
+        for _ in 0..20 {
+            let s = size(&c, true, lane, None, None, false, 200);
+            w = s.partitions;
+            observe(&c, &s, &json!({"partitionsClaimed": 0, "messages": []}));
+        }
+        assert_eq!(w, 1);
+    }
+}

@@ -1,0 +1,176 @@
+//! Conflated ("last value") pop, semantics.md §17 and http-api.md §4: the
+//! policy branch of a pop and the keys it adds to the answer. Runs on the
+//! shard thread serving the pop; the policy cache is a thread-local.
+//!
+//! A group's policy is stored with its subscription registration
+//! (`consumer_groups_metadata.conflation`, see `sql/070_conflation.sql`);
+//! the first registration decides it, later declarations never change it.
+//! An attempt goes to `queen.pop_conflated` when the request asks for
+//! conflation or the shard's cache says (or does not know whether) the group
+//! conflates; that function registers, resolves the stored policy and either
+//! delivers conflated or answers `{policy:false}`, after which the normal
+//! `queen.pop` runs. A group known not to conflate goes straight to
+//! `queen.pop`, so a non-conflating group pays one extra round trip per
+//! `POLICY_TTL` per shard, not per pop.
+//!
+//! Decisions where the spec is silent:
+//! - queue mode (no `consumerGroup`) has no registration and so no stored
+//!   policy: `conflation=true` there is a 400 (the client documents that
+//!   conflation needs a consumer group), and queue-mode pops never conflate;
+//! - a stored-conflating group popped with `autoAck=true` (without asking for
+//!   conflation) is delivered conflated and auto-acked: the cursor jumps to
+//!   the newest message at delivery. Only the explicit combination is refused;
+//! - width of a conflated pop: one message per partition, so the batch is the
+//!   number of partitions, clamped to 1..64; a width the client gave (or the
+//!   autopilot chose) caps it further. The partition form stays at one;
+//! - discovery pops (`namespace`/`task`) resolve the policy per queue:
+//!   partitions of conflating queues deliver their newest message, the others
+//!   are read normally, and the answer says `"conflation": true`;
+//! - a non-conflating answer to a pop that asked gets `conflationConflict:
+//!   true`; a pop of a queue that does not exist yet that asked is answered as
+//!   conflating (that is the policy its first registration will store).
+
+use crate::error::ApiError;
+use crate::shard::Shard;
+use crate::store::Proc;
+use serde_json::{json, Map, Value};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+/// How long a shard trusts a group's cached policy. Short, because a group
+/// deleted with its metadata and registered again the other way should be
+/// seen soon; long enough that the lookup is rare next to pops.
+const POLICY_TTL: Duration = Duration::from_secs(5);
+/// Most cached (tenant, scope, group) policies per shard; past it the cache starts over.
+const MAX_CACHED: usize = 100_000;
+/// Most partitions a conflated pop claims (pop's own claim limit).
+const MAX_CONFLATED_WIDTH: i64 = 64;
+
+/// (tenant, queue or `ns:task` scope, group).
+pub type PolicyKey = (String, String, String);
+
+thread_local! {
+    /// Cached policies: true = conflating.
+    static POLICIES: RefCell<HashMap<PolicyKey, (bool, Instant)>> = RefCell::new(HashMap::new());
+}
+
+/// The conflation state of one pop request.
+#[derive(Debug)]
+pub struct Conflation {
+    /// The request carried `conflation=true`.
+    requested: bool,
+    /// Partitions a conflated attempt may claim.
+    width: i64,
+    /// Cache key.
+    key: PolicyKey,
+    /// The last attempt was delivered conflated.
+    pub applied: bool,
+    /// The request asked but the stored policy is not conflating.
+    pub conflict: bool,
+}
+
+impl Conflation {
+    /// The state for a named-group pop; `None` in queue mode (never conflating).
+    pub fn new(
+        requested: bool,
+        queue_mode: bool,
+        key: PolicyKey,
+        batch: i64,
+        width: Option<i64>,
+    ) -> Result<Option<Conflation>, ApiError> {
+        if queue_mode {
+            if requested {
+                return Err(ApiError::BadRequest(
+                    "conflation needs a consumerGroup (queue mode has no stored policy)".into(),
+                ));
+            }
+            return Ok(None);
+        }
+        let per_batch = batch.clamp(1, MAX_CONFLATED_WIDTH);
+        Ok(Some(Conflation {
+            requested,
+            width: width.map_or(per_batch, |w| w.clamp(1, per_batch)),
+            key,
+            applied: false,
+            conflict: false,
+        }))
+    }
+
+    /// Partitions a conflated attempt claims (for the autopilot echo).
+    pub fn width(&self) -> i64 {
+        self.width
+    }
+}
+
+fn cached(key: &PolicyKey) -> Option<bool> {
+    POLICIES.with(|p| {
+        p.borrow()
+            .get(key)
+            .filter(|(_, at)| at.elapsed() < POLICY_TTL)
+            .map(|(v, _)| *v)
+    })
+}
+
+fn remember(key: &PolicyKey, conflating: bool) {
+    POLICIES.with(|p| {
+        let mut p = p.borrow_mut();
+        if p.len() >= MAX_CACHED {
+            p.clear();
+        }
+        p.insert(key.clone(), (conflating, Instant::now()));
+    });
+}
+
+/// One pop attempt: conflated or normal, as the group's policy says.
+pub async fn attempt(
+    shard: &Shard,
+    state: &mut Option<Conflation>,
+    arg: &Value,
+) -> Result<Value, ApiError> {
+    let Some(c) = state else {
+        return Ok(shard.db.call(Proc::Pop, arg.clone()).await?);
+    };
+    if cached(&c.key) != Some(false) {
+        let mut carg = arg.clone();
+        carg["conflation"] = Value::Bool(c.requested);
+        carg["partitions"] = json!(c.width);
+        let r = shard.db.call(Proc::PopConflated, carg).await?;
+        if r.get("policy").and_then(Value::as_bool) == Some(true) {
+            remember(&c.key, true);
+            c.applied = true;
+            c.conflict = false;
+            return Ok(r);
+        }
+        if r.get("registered").and_then(Value::as_bool) == Some(true) {
+            remember(&c.key, false);
+        }
+    }
+    c.applied = false;
+    c.conflict = c.requested;
+    Ok(shard.db.call(Proc::Pop, arg.clone()).await?)
+}
+
+/// Adds `conflation` / `conflationConflict` to an answer body.
+pub fn decorate(state: &Option<Conflation>, body: &mut Map<String, Value>) {
+    if let Some(c) = state {
+        keys(c, body);
+    }
+}
+
+fn keys(c: &Conflation, body: &mut Map<String, Value>) {
+    if c.applied {
+        body.insert("conflation".into(), Value::Bool(true));
+    } else if c.conflict {
+        body.insert("conflationConflict".into(), Value::Bool(true));
+    }
+}
+
+/// The 200 body of an empty pop when conflation is in play; `None` = 204.
+pub fn empty_body(state: &Option<Conflation>) -> Option<Map<String, Value>> {
+    let c = state.as_ref().filter(|c| c.applied || c.conflict)?;
+    let mut body = Map::new();
+    body.insert("messages".into(), json!([]));
+    keys(c, &mut body);
+    Some(body)
+}
