@@ -174,3 +174,26 @@ fn dlq_replay_answers_503_under_push_maintenance_and_works_after() {
     assert_eq!(db.count(dead, &[]), 0);
     assert_eq!(count_queue(&db, "dq"), 2, "replayed as a new message");
 }
+
+#[test]
+fn a_switch_is_applied_on_every_shard_before_its_post_answers() {
+    let db = Db::fresh();
+    let b = Broker::start(&db);
+    for round in 0..5 {
+        for (path, key) in [
+            ("/api/v1/system/maintenance", "maintenanceMode"),
+            ("/api/v1/system/maintenance/pop", "popMaintenanceMode"),
+        ] {
+            for on in [true, false] {
+                let r = b.post_json(path, &json!({ "enabled": on }));
+                assert_eq!(r.status, 200, "{}", r.text());
+                // No waiting: fresh connections land on any shard, and each must
+                // already answer with the switch just made.
+                for _ in 0..8 {
+                    let seen = b.get(path).json()[key].clone();
+                    assert_eq!(seen, on, "round {round}: {path} right after the POST");
+                }
+            }
+        }
+    }
+}

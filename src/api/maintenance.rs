@@ -6,6 +6,13 @@
 //! publishes a `Notice::Maintenance` that the mesh thread fans out to the
 //! other shards (and peers). Each shard also re-reads the flags every
 //! `QUEEN_CACHE_REFRESH_INTERVAL_MS` (`crate::spool::replay`).
+//!
+//! The POST answers only once every shard of this broker has applied the
+//! switch (each publishes the flag it applied on the spool board), so a
+//! client that switched maintenance off is not refused by the next shard it
+//! reaches. Peers apply it through the mesh, asynchronously. The wait is
+//! bounded ([`APPLY_WAIT`]): a shard that cannot apply it in time still
+//! will, from the notice or its periodic re-read.
 
 use super::{ok_json, params};
 use crate::error::ApiError;
@@ -17,6 +24,23 @@ use serde_json::{json, Value};
 use shards::http::{Request, Response};
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+/// Longest a POST waits for the other shards of this broker to apply the
+/// switch; a notice normally lands in well under a millisecond, so this only
+/// bounds the answer when a shard is stalled.
+const APPLY_WAIT: Duration = Duration::from_secs(2);
+
+/// How often the wait looks at the board.
+const APPLY_POLL: Duration = Duration::from_millis(1);
+
+/// Waits (bounded) until every shard of this broker has applied the switch.
+async fn wait_applied(pop: bool, enabled: bool) {
+    let deadline = Instant::now() + APPLY_WAIT;
+    while !stats::all_applied(pop, enabled) && Instant::now() < deadline {
+        glommio::timer::sleep(APPLY_POLL).await;
+    }
+}
 
 /// Records spooled on every shard, and whether every spool is usable.
 fn buffer_totals() -> (u64, bool) {
@@ -79,6 +103,7 @@ pub async fn set(shard: &Rc<Shard>, req: &Request, pop: bool) -> Result<Response
         .await?;
     shard.spool.set_flag(pop, enabled);
     shard.notify(Notice::Maintenance { pop, enabled });
+    wait_applied(pop, enabled).await;
     log::info!(
         "{} maintenance switched {} (shard {})",
         if pop { "pop" } else { "push" },

@@ -421,10 +421,16 @@ impl Spool {
         } else {
             self.set_push_paused(enabled);
         }
+        // Published so that the shard that took the POST can wait for every
+        // shard of this broker to have applied it (`api::maintenance`).
+        if let Some(g) = stats::board().get(self.shard.0) {
+            let flag = if pop { &g.pop_paused } else { &g.push_paused };
+            flag.store(enabled, std::sync::atomic::Ordering::Relaxed);
+        }
     }
 
     /// Turns push maintenance on or off on this shard.
-    pub fn set_push_paused(&self, on: bool) {
+    fn set_push_paused(&self, on: bool) {
         if self.push_paused.replace(on) != on {
             log::info!(
                 "shard {}: push maintenance {}",

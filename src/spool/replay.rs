@@ -280,9 +280,9 @@ async fn refresh_loop(shard: Rc<Shard>) {
 /// Applies `{maintenanceMode, popMaintenanceMode}` to this shard.
 pub fn apply_flags(shard: &Shard, v: &Value) {
     if let Some(b) = v.get("maintenanceMode").and_then(Value::as_bool) {
-        shard.spool.set_push_paused(b);
+        shard.spool.set_flag(false, b);
     }
     if let Some(b) = v.get("popMaintenanceMode").and_then(Value::as_bool) {
-        shard.spool.pop_paused.set(b);
+        shard.spool.set_flag(true, b);
     }
 }

@@ -26,6 +26,10 @@ pub struct Gauges {
     pub corrupt_total: AtomicU64,
     /// Records replayed into PostgreSQL since boot (counter).
     pub replayed_total: AtomicU64,
+    /// Push maintenance as this shard has applied it.
+    pub push_paused: AtomicBool,
+    /// Pop maintenance as this shard has applied it.
+    pub pop_paused: AtomicBool,
 }
 
 impl Gauges {
@@ -57,6 +61,14 @@ pub fn init(n: usize) {
 /// Every shard's gauges (empty before [`init`]).
 pub fn board() -> &'static [Gauges] {
     BOARD.get().map_or(&[], Vec::as_slice)
+}
+
+/// Whether every shard has applied maintenance flag `pop` (pop or push) = `on`.
+pub fn all_applied(pop: bool, on: bool) -> bool {
+    board().iter().all(|g| {
+        let flag = if pop { &g.pop_paused } else { &g.push_paused };
+        flag.load(Ordering::Relaxed) == on
+    })
 }
 
 /// Counts a corrupt segment on shard `i`.
