@@ -63,6 +63,14 @@ pub const DEFAULT_STATS_RECONCILE_INTERVAL_MS: u64 = 120_000;
 /// Partitions rescanned per roll-up round: ~0.1–0.3 s of DB time at 100
 /// messages per partition, so a round never holds a DB thread for long.
 pub const DEFAULT_STATS_BATCH_SIZE: u32 = 1_000;
+/// Cleanup cycle (inactive partitions, old metrics rows), ms, when
+/// `CLEANUP_INTERVAL` is unset: idleness is measured in days, so a minute loses
+/// nothing, and each cycle reads the partition catalogue once.
+pub const DEFAULT_CLEANUP_INTERVAL_MS: u64 = 60_000;
+/// Days an empty partition stays idle before cleanup deletes it (spec default).
+pub const DEFAULT_PARTITION_CLEANUP_DAYS: u32 = 30;
+/// Days metrics and history rows are kept (spec `METRICS_RETENTION_DAYS`).
+pub const DEFAULT_METRICS_RETENTION_DAYS: u32 = 90;
 
 /// Background job settings (`RETENTION_*`, `EVICTION_*`); an interval of 0 disables the job.
 #[derive(Debug, Clone)]
@@ -81,6 +89,14 @@ pub struct JobsConfig {
     pub stats_reconcile_ms: u64,
     /// `STATS_BATCH_SIZE`: partitions rescanned per roll-up round.
     pub stats_batch: u32,
+    /// `CLEANUP_INTERVAL` ms: inactive-partition and metrics cleanup (0 disables it).
+    pub cleanup_interval_ms: u64,
+    /// `PARTITION_CLEANUP_DAYS` (at least 1).
+    pub partition_cleanup_days: u32,
+    /// `QUEEN_PARTITION_CLEANUP_ENABLED`: whether cleanup deletes idle partitions.
+    pub partition_cleanup: bool,
+    /// `METRICS_RETENTION_DAYS` (0 keeps metrics rows forever).
+    pub metrics_retention_days: u32,
 }
 
 /// Where a new named consumer group starts when its first pop names no mode.
@@ -430,6 +446,13 @@ impl Config {
             stats_batch: env
                 .parse("STATS_BATCH_SIZE", DEFAULT_STATS_BATCH_SIZE)?
                 .max(1),
+            cleanup_interval_ms: env.parse("CLEANUP_INTERVAL", DEFAULT_CLEANUP_INTERVAL_MS)?,
+            partition_cleanup_days: env
+                .parse("PARTITION_CLEANUP_DAYS", DEFAULT_PARTITION_CLEANUP_DAYS)?
+                .max(1),
+            partition_cleanup: env.bool("QUEEN_PARTITION_CLEANUP_ENABLED", true)?,
+            metrics_retention_days: env
+                .parse("METRICS_RETENTION_DAYS", DEFAULT_METRICS_RETENTION_DAYS)?,
         };
         Ok(Config {
             jobs,

@@ -30,6 +30,7 @@ fn ctx(target: Target) -> Ctx {
         label: "stub".into(),
         queue_prefix: "t".into(),
         group: None,
+        queue_options: serde_json::json!({}),
     }
 }
 

@@ -8,6 +8,9 @@
 //! most 1,000 partitions; larger scopes read the stats roll-up (sql/015,
 //! src/jobs/stats.rs) and report its age as `statsAge` (0 when live). `GET /resources/partitions` is paged (`limit`
 //! default 100, at most 1000) and a bad `limit`/`offset` is a 400 naming it.
+//! `GET /resources/queues/{queue}` lists one page of partitions (`limit`
+//! default 1,000, at most 10,000, `offset`; the spec is silent) with
+//! `pagination{limit, offset, total}`; its `totals` cover the whole queue.
 //! Deleting a queue is one cascading statement; a later push to the same name
 //! creates a fresh queue (push resolves names in SQL, shards cache no ids).
 //! The deletion is broadcast with the existing notices (`Configured`: drop
@@ -50,9 +53,13 @@ pub async fn queues(shard: &Rc<Shard>, req: &Request) -> Result<Response, ApiErr
     Ok(ok_json(&shard.db.call(Proc::ResQueues, arg).await?))
 }
 
-/// `GET /api/v1/resources/queues/{queue}`.
+/// `GET /api/v1/resources/queues/{queue}`: one page of partitions (`limit`,
+/// `offset`, sql/075_detail_pages.sql) and whole-queue totals.
 pub async fn queue(shard: &Rc<Shard>, req: &Request, queue: &str) -> Result<Response, ApiError> {
-    let arg = json!({"tenant": admin::tenant(req), "queue": queue});
+    use super::status::{DETAIL_PARTITIONS_DEFAULT, DETAIL_PARTITIONS_MAX};
+    let (limit, offset) = admin::paging(req, DETAIL_PARTITIONS_DEFAULT, DETAIL_PARTITIONS_MAX)?;
+    let arg = json!({"tenant": admin::tenant(req), "queue": queue,
+                     "limit": limit, "offset": offset});
     Ok(ok_json(&found(shard.db.call(Proc::ResQueue, arg).await?)?))
 }
 

@@ -12,6 +12,12 @@
 //! `from`/`to`/`limit`/`offset`/`interval` is a 400 naming it. The
 //! `workers` figure is this broker's shards; `queue-parked-replicas` reports
 //! this broker's parked long polls (peers report their own).
+//! `errors.ackFailed` counts the ack items this broker answered with
+//! `success: false` since it started (unknown message, lost lease: the ack
+//! itself failed), beside `dbErrors` and `requests`, which are this broker's
+//! too; consumer-reported failures are in `dlqMessages` and the series'
+//! `failed`. `/status/queues/{queue}` lists one page of partitions (see
+//! [`DETAIL_PARTITIONS_DEFAULT`]) with `pagination`; its totals cover the queue.
 
 use super::{admin, ok_json};
 use crate::error::ApiError;
@@ -28,6 +34,12 @@ const QUEUES_DEFAULT_LIMIT: i64 = 100;
 const MAX_LIMIT: i64 = 1000;
 /// Messages per page of `/status/queues/{queue}/messages` (spec default).
 const MESSAGES_DEFAULT_LIMIT: i64 = 50;
+/// Partitions per page of a queue's detail views (`/status/queues/{queue}`,
+/// `/resources/queues/{queue}`) when `limit` is absent: every partition of an
+/// ordinary queue, and ~0.1 s of DB work for the first page of a huge one.
+pub const DETAIL_PARTITIONS_DEFAULT: i64 = 1000;
+/// Largest partition page of the detail views (as the lagging list).
+pub const DETAIL_PARTITIONS_MAX: i64 = 10_000;
 /// `interval` values of `/status/analytics`.
 const INTERVALS: &[&str] = &["minute", "hour", "day"];
 
@@ -74,7 +86,8 @@ pub async fn status(shard: &Rc<Shard>, req: &Request) -> Result<Response, ApiErr
         o.insert("workers".into(), json!(board.shards.len()));
         o.insert(
             "errors".into(),
-            json!({"dbErrors": board.sum(|s| &s.errors), "ackFailed": 0,
+            json!({"dbErrors": board.sum(|s| &s.errors),
+                   "ackFailed": board.sum(|s| &s.ack_failed),
                    "dlqMessages": dlq}),
         );
     }
@@ -90,11 +103,14 @@ pub async fn queues(shard: &Rc<Shard>, req: &Request) -> Result<Response, ApiErr
     Ok(ok_json(&view(shard, arg).await?))
 }
 
-/// `GET /api/v1/status/queues/{queue}`.
+/// `GET /api/v1/status/queues/{queue}`: the queue with one page of its
+/// partitions (`limit` default [`DETAIL_PARTITIONS_DEFAULT`], `offset`;
+/// sql/075_detail_pages.sql) and whole-queue totals.
 pub async fn queue(shard: &Rc<Shard>, req: &Request, queue: &str) -> Result<Response, ApiError> {
-    let mut arg = common(req, "queue")?;
-    arg.insert("queue".into(), json!(queue));
-    let mut r = view(shard, arg).await?;
+    let (limit, offset) = admin::paging(req, DETAIL_PARTITIONS_DEFAULT, DETAIL_PARTITIONS_MAX)?;
+    let arg = json!({"tenant": admin::tenant(req), "queue": queue,
+                     "limit": limit, "offset": offset});
+    let mut r = shard.db.call(Proc::StatusQueue, arg).await?;
     if r["found"] != true {
         return Err(ApiError::NotFound("Queue not found".into()));
     }

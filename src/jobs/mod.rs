@@ -1,6 +1,7 @@
 //! Background jobs (semantics.md §12): retention and completed retention,
 //! max-wait eviction, expired-lease reclaim, and the stats roll-up
-//! ([`stats`]).
+//! ([`stats`]), and the cleanup of idle partitions and old metrics rows
+//! ([`cleanup`]).
 //!
 //! # Threads and ownership
 //! Shard 0 owns the schedule: one glommio task per job sleeps its interval
@@ -12,6 +13,7 @@
 //! [`MAX_ROUNDS`]) so the job keeps up with inflow without long transactions.
 //! Expired-lease reclaim runs on the eviction interval.
 
+pub mod cleanup;
 pub mod stats;
 
 use crate::shard::Shard;
@@ -27,6 +29,7 @@ pub const MAX_ROUNDS: u32 = 100;
 /// Starts the job schedule on this shard (call on shard 0 only).
 pub fn spawn(shard: &Rc<Shard>) {
     stats::spawn(shard);
+    cleanup::spawn(shard);
     let cfg = &shard.cfg.jobs;
     let jobs = [
         ("retention", cfg.retention_interval_ms, cfg.retention_batch),

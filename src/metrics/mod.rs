@@ -67,6 +67,8 @@ pub struct ShardStats {
     pub ack_requests: AtomicU64,
     /// Acknowledged items.
     pub ack_messages: AtomicU64,
+    /// Ack items answered `success: false` (the ack itself failed).
+    pub ack_failed: AtomicU64,
     /// Transactions.
     pub transactions: AtomicU64,
     /// Requests answered 5xx.
@@ -220,6 +222,9 @@ impl ShardCounters {
         bump(&s.ack_requests, 1);
         bump(&s.ack_messages, items.len() as u64);
         for r in items {
+            if r.get("success").and_then(serde_json::Value::as_bool) == Some(false) {
+                bump(&s.ack_failed, 1);
+            }
             if r.get("dlq").and_then(serde_json::Value::as_bool) == Some(true) {
                 bump(&s.dlq_messages, 1);
             }

@@ -93,6 +93,10 @@ pub enum Proc {
     StatsRollup,
     /// `queen.status_view`: one status/analytics view of §12 (sql/017).
     StatusView,
+    /// `queen.status_queue`: one queue's status detail, partitions paged (sql/075).
+    StatusQueue,
+    /// `queen.cleanup`: one bounded round of inactive-partition and old-metrics cleanup (sql/076).
+    Cleanup,
 }
 
 impl Proc {
@@ -138,6 +142,8 @@ impl Proc {
             Proc::Maintenance => "SELECT queen.maintenance($1::jsonb)",
             Proc::StatsRollup => "SELECT queen.stats_rollup($1::jsonb)",
             Proc::StatusView => "SELECT queen.status_view($1::jsonb)",
+            Proc::StatusQueue => "SELECT queen.status_queue($1::jsonb)",
+            Proc::Cleanup => "SELECT queen.cleanup($1::jsonb)",
         }
     }
 }

@@ -63,6 +63,15 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../../sql/050_security.sql"),
     ),
     (
+        "075_detail_pages.sql",
+        include_str!("../../sql/075_detail_pages.sql"),
+    ),
+    ("076_cleanup.sql", include_str!("../../sql/076_cleanup.sql")),
+    (
+        "077_msg_page.sql",
+        include_str!("../../sql/077_msg_page.sql"),
+    ),
+    (
         "070_conflation.sql",
         include_str!("../../sql/070_conflation.sql"),
     ),

@@ -17,6 +17,7 @@ usage: queen-bench [flags] <push|drain|latency|summarize> [flags]
 global:  --url http://127.0.0.1:6632  --pid <broker pid>  --pg-pid <postmaster pid>
          --json (one JSON line on stdout)  --label TEXT  --queue-prefix bench
          --consumer-group NAME (default: queue mode)
+         --queue-options JSON (configure options of the fresh queue, default {})
 push:    --batch 1 --conns 50 --partitions 1 --duration 10 --warmup 2 --payload-bytes 100
 drain:   --prefill 100000 --partitions 100 --prefill-conns 20 --batch 100 --conns 10
          [--auto-ack] --wait-ms 1000 --idle-secs 5 --max-secs 120 --warmup-msgs 2000
@@ -46,6 +47,10 @@ fn ctx(a: &Args) -> Result<Ctx, String> {
         label: a.get("label", String::new()).map_err(|e| e.to_string())?,
         queue_prefix: a.get("queue-prefix", "bench".to_string()).map_err(|e| e.to_string())?,
         group: a.get_str("consumer-group"),
+        queue_options: match a.get_str("queue-options") {
+            None => serde_json::json!({}),
+            Some(t) => serde_json::from_str(&t).map_err(|e| format!("--queue-options: {e}"))?,
+        },
     })
 }
 

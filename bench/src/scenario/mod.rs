@@ -37,6 +37,9 @@ pub struct Ctx {
     pub queue_prefix: String,
     /// `consumerGroup` for pops and acks; `None` = queue mode.
     pub group: Option<String>,
+    /// `--queue-options`: the `options` object sent with `POST
+    /// /api/v1/configure` (e.g. `{"retentionSeconds": 5}`); `{}` by default.
+    pub queue_options: serde_json::Value,
 }
 
 impl Ctx {
@@ -50,7 +53,7 @@ impl Ctx {
     /// as a note, not fatal: push creates missing queues anyway.
     pub fn configure(&self, queue: &str) -> Result<(), String> {
         let mut c = Client::new(self.target.clone(), HTTP_TIMEOUT);
-        let body = serde_json::json!({ "queue": queue, "options": {} }).to_string();
+        let body = serde_json::json!({ "queue": queue, "options": self.queue_options }).to_string();
         match c.post("/api/v1/configure", body.as_bytes()) {
             Ok(s) if (200..300).contains(&s) => Ok(()),
             Ok(s) => Err(format!(
