@@ -1,20 +1,37 @@
 //! The spool's background tasks on each shard: replay (oldest segment
-//! first, in append order, through `Job::PushBatch`) and the maintenance
-//! flags' refresh from `queen.system_state`.
+//! first, in append order per partition, through `Job::PushBatch`) and the
+//! maintenance flags' refresh from `queen.system_state`.
 //!
 //! Replay runs only while push maintenance is off and PostgreSQL is
 //! believed healthy; after a connection failure a `Job::Health` probe every
 //! `FILE_BUFFER_FLUSH_MS` decides when it is back. A segment is deleted
 //! only after every record in it committed.
+//!
+//! # Replay lanes (decision)
+//! A segment's records are dealt to `REPLAY_LANES` lanes by a hash of their
+//! (tenant, queue, partition); each lane sends its records in append order,
+//! one batch (one transaction) in flight at a time, and the lanes run at
+//! once on the DB threads. A partition's records thus commit in append
+//! order (its lane is sequential) while batches of different partitions
+//! overlap: replay is not held to one round trip at a time per shard.
+//! Records of different partitions may commit out of append order; nothing
+//! promises an order across partitions. A batch that fails (connection
+//! lost, rejected) is retried by its lane before that lane's next batch;
+//! other lanes carry on (their partitions are disjoint). Live pushes share
+//! the DB threads' one FIFO job queue with the lanes, so a replay takes at
+//! most `REPLAY_LANES` of the queue's places per shard and never starves
+//! them; the push lanes keep their own `MAX_INFLIGHT_BATCHES`.
 
-use super::parse_record;
+use super::{parse_record, Key};
 use crate::mesh::Notice;
 use crate::shard::Shard;
 use crate::store::{Job, Proc, StoreError, StoreReply};
 use futures_lite::future::or;
 use serde_json::{json, Value};
 use shards::segment::{self, Ending};
+use std::cell::Cell;
 use std::collections::BTreeSet;
+use std::hash::{Hash, Hasher};
 use std::path::Path;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
@@ -26,12 +43,21 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 /// error): long enough not to spin on a poison record, short enough that a
 /// fixed cause (a restored function, freed space) resumes quickly.
 const PARK_RETRY: Duration = Duration::from_secs(1);
-/// Consecutive `FILE_BUFFER_MAX_BATCH` batches of one segment sent in one
+/// Consecutive `FILE_BUFFER_MAX_BATCH` batches of one lane sent in one
 /// round trip (one transaction), as push fusion does for live pushes: at the
-/// default 100 that is 1,000 items, the push lanes' largest batch. Append
-/// order is kept (one job in flight per shard); bench/spool.sh measured the
-/// unfused replay at about a quarter of the normal push inflow.
+/// default 100 that is 1,000 items, the push lanes' largest batch.
+/// bench/spool.sh measured the unfused replay at about a quarter of the
+/// normal push inflow.
 const REPLAY_FUSED_BATCHES: usize = 10;
+/// Replay lanes per shard, i.e. replay batches in flight at once per shard:
+/// as many as the push lanes keep (`MAX_INFLIGHT_BATCHES`), which is what
+/// lets live pushes overlap their round trips; with two shards that is 8
+/// replay transactions, the bench's `DB_POOL_SIZE`. One lane (the previous
+/// design) drained at 0.46x the normal push rate (bench/RESULTS.md).
+const REPLAY_LANES: usize = crate::shard::lanes::MAX_INFLIGHT_BATCHES;
+/// Records parsed between yields while a segment is decoded, so a 10,000
+/// record segment does not hold the shard's live requests for its whole parse.
+const PARSE_YIELD_EVERY: usize = 500;
 /// Retry cadence of the maintenance-flag read while PostgreSQL is down.
 const REFRESH_RETRY: Duration = Duration::from_secs(1);
 
@@ -95,13 +121,14 @@ fn replayed_so_far(shard: &Shard) -> u64 {
 }
 
 /// Logs the end of `run`: `finished` when the spool is empty, else paused.
-fn end_run(shard: &Shard, run: Run, finished: bool) {
+fn end_run(shard: &Shard, run: Run, finished: bool, peak: usize) {
     let n = replayed_so_far(shard) - run.replayed_before;
     let secs = run.at.elapsed().as_secs_f64();
     let rate = if secs > 0.0 { n as f64 / secs } else { 0.0 };
     if finished {
         log::info!(
-            "shard {}: spool replay finished: {n} record(s) in {:.1} s ({rate:.0}/s)",
+            "shard {}: spool replay finished: {n} record(s) in {:.1} s ({rate:.0}/s), \
+             up to {peak} batch(es) in flight at once",
             shard.id,
             secs
         );
@@ -118,11 +145,12 @@ fn end_run(shard: &Shard, run: Run, finished: bool) {
 async fn replay_loop(shard: Rc<Shard>) {
     let flush = Duration::from_millis(shard.cfg.file_buffer_flush_ms);
     let mut run: Option<Run> = None;
+    let flight = Rc::new(Flight::default());
     while !shard.stopping.is_fired() {
         let may = may_replay(&shard).await;
         if !may || !shard.spool.has_work() {
             if let Some(r) = run.take() {
-                end_run(&shard, r, may);
+                end_run(&shard, r, may, flight.take_peak());
             }
             nap(&shard, flush).await;
             continue;
@@ -137,20 +165,42 @@ async fn replay_loop(shard: Rc<Shard>) {
                 at: Instant::now(),
                 replayed_before: replayed_so_far(&shard),
             });
+            flight.take_peak();
         }
         let Some(path) = shard.spool.next_segment().await else {
             nap(&shard, flush).await;
             continue;
         };
-        if !replay_segment(&shard, &path, flush).await {
+        if !replay_segment(&shard, &path, flush, &flight).await {
             nap(&shard, flush).await;
         }
     }
 }
 
+/// One spooled record on its way back to PostgreSQL.
+#[derive(Debug)]
+struct Rec {
+    /// Its order-map key (tenant, queue, partition).
+    key: Key,
+    /// Its tenant (a batch carries one).
+    tenant: String,
+    /// The stored item; `Null` while a batch holding it is in flight.
+    item: Value,
+    /// The record's bytes on disk, to parse the item again when a rejected
+    /// batch did not hand its items back.
+    raw: Vec<u8>,
+}
+
 /// Replays one segment; true when it is done (deleted or failed).
-async fn replay_segment(shard: &Shard, path: &Path, flush: Duration) -> bool {
+async fn replay_segment(
+    shard: &Rc<Shard>,
+    path: &Path,
+    flush: Duration,
+    flight: &Rc<Flight>,
+) -> bool {
     let spool = &shard.spool;
+    // One read of the whole file (segments are `FILE_BUFFER_EVENTS_PER_FILE`
+    // records, a few MiB), not a read per record.
     let decoded = match segment::read_segment(path).await {
         Ok(d) => d,
         Err(e) => {
@@ -178,10 +228,18 @@ async fn replay_segment(shard: &Shard, path: &Path, flush: Duration) -> bool {
             return true;
         }
     }
-    let mut recs = Vec::with_capacity(decoded.records.len());
-    for r in &decoded.records {
-        match parse_record(r) {
-            Some((key, (tenant, item))) => recs.push((key, tenant, item, r.len() as u64)),
+    let mut lanes: Vec<Vec<Rec>> = (0..REPLAY_LANES).map(|_| Vec::new()).collect();
+    for (n, raw) in decoded.records.into_iter().enumerate() {
+        if n % PARSE_YIELD_EVERY == 0 {
+            glommio::yield_if_needed().await;
+        }
+        match parse_record(&raw) {
+            Some((key, (tenant, item))) => lanes[lane_of(&key)].push(Rec {
+                key,
+                tenant,
+                item,
+                raw,
+            }),
             None => log::error!(
                 "shard {}: skipping an unreadable record in {} (checksum fine, JSON not)",
                 shard.id,
@@ -189,6 +247,53 @@ async fn replay_segment(shard: &Shard, path: &Path, flush: Duration) -> bool {
             ),
         }
     }
+    let path = Rc::new(path.to_path_buf());
+    let tasks: Vec<_> = lanes
+        .into_iter()
+        .filter(|l| !l.is_empty())
+        .map(|recs| {
+            let (shard, path, flight) = (shard.clone(), path.clone(), flight.clone());
+            glommio::spawn_local(
+                async move { replay_lane(&shard, &path, recs, flush, &flight).await },
+            )
+        })
+        .collect();
+    let mut all = true;
+    for t in tasks {
+        all &= t.await;
+    }
+    if !all {
+        return false;
+    }
+    if let Err(e) = glommio::io::remove(path.as_path()).await {
+        log::error!(
+            "shard {}: cannot delete replayed segment {}: {e}",
+            shard.id,
+            path.display()
+        );
+    }
+    spool.segment_done(&path);
+    true
+}
+
+/// The replay lane of a key: a hash of (tenant, queue, partition), so one
+/// partition's records always travel through one lane.
+fn lane_of(key: &Key) -> usize {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    key.hash(&mut h);
+    (h.finish() % REPLAY_LANES as u64) as usize
+}
+
+/// Replays one lane's records of a segment in append order, one batch in
+/// flight at a time; true when all committed, false when the shard stops.
+async fn replay_lane(
+    shard: &Shard,
+    path: &Path,
+    mut recs: Vec<Rec>,
+    flush: Duration,
+    flight: &Flight,
+) -> bool {
+    let spool = &shard.spool;
     let max = (shard.cfg.file_buffer_max_batch * REPLAY_FUSED_BATCHES).max(1);
     let mut at = 0;
     while at < recs.len() {
@@ -199,24 +304,40 @@ async fn replay_segment(shard: &Shard, path: &Path, flush: Duration) -> bool {
             nap(shard, flush).await;
             continue;
         }
-        let tenant = recs[at].1.clone();
+        let tenant = recs[at].tenant.clone();
         let mut end = at;
-        while end < recs.len() && end - at < max && recs[end].1 == tenant {
+        while end < recs.len() && end - at < max && recs[end].tenant == tenant {
             end += 1;
         }
-        let batch = &recs[at..end];
-        let items: Vec<Value> = batch.iter().map(|r| r.2.clone()).collect();
+        let batch = &mut recs[at..end];
+        let items: Vec<Value> = batch.iter_mut().map(|r| r.item.take()).collect();
         let job = Job::PushBatch {
             tenant,
             counts: vec![1; items.len()],
             items,
         };
-        let results = match shard.db.submit(job).await {
+        flight.start();
+        let reply = shard.db.submit(job).await;
+        flight.end();
+        let results = match reply {
             StoreReply::Push(r) => r,
-            StoreReply::PushRefused { err, .. } => vec![Err(err)],
+            StoreReply::PushRefused { err, items, .. } => {
+                for (r, i) in batch.iter_mut().zip(items) {
+                    r.item = i;
+                }
+                vec![Err(err)]
+            }
             StoreReply::Value(v) => vec![Err(v.err().unwrap_or(StoreError::Busy))],
         };
         if let Some(e) = results.iter().find_map(|r| r.as_ref().err()) {
+            // Nothing of the batch committed (one transaction): put back any
+            // item the reply did not return, from the record's bytes (they
+            // parsed before, so they parse again).
+            for r in batch.iter_mut().filter(|r| r.item.is_null()) {
+                if let Some((_, (_, item))) = parse_record(&r.raw) {
+                    r.item = item;
+                }
+            }
             match e {
                 StoreError::Unavailable(m) => {
                     log::warn!(
@@ -240,10 +361,13 @@ async fn replay_segment(shard: &Shard, path: &Path, flush: Duration) -> bool {
             }
             continue;
         }
-        let keys: Vec<_> = batch.iter().map(|r| (r.0.clone(), r.3)).collect();
+        let keys: Vec<_> = batch
+            .iter()
+            .map(|r| (r.key.clone(), r.raw.len() as u64))
+            .collect();
         spool.replayed(&keys);
         super::stats::replayed(shard.id.0, keys.len() as u64);
-        let queues: BTreeSet<&str> = batch.iter().map(|r| r.0 .1.as_str()).collect();
+        let queues: BTreeSet<&str> = batch.iter().map(|r| r.key.1.as_str()).collect();
         for q in queues {
             shard.notify(Notice::Pushed {
                 queue: q.to_string(),
@@ -251,15 +375,30 @@ async fn replay_segment(shard: &Shard, path: &Path, flush: Duration) -> bool {
         }
         at = end;
     }
-    if let Err(e) = glommio::io::remove(path).await {
-        log::error!(
-            "shard {}: cannot delete replayed segment {}: {e}",
-            shard.id,
-            path.display()
-        );
-    }
-    spool.segment_done(path);
     true
+}
+
+/// Replay batches of this shard in flight, and the most at once in a run
+/// (for the finish log line; tests read it to see the lanes overlap).
+#[derive(Debug, Default)]
+pub struct Flight {
+    /// Batches in flight now.
+    now: Cell<usize>,
+    /// The most in flight at once since the last `take_peak`.
+    peak: Cell<usize>,
+}
+
+impl Flight {
+    fn start(&self) {
+        self.now.set(self.now.get() + 1);
+        self.peak.set(self.peak.get().max(self.now.get()));
+    }
+    fn end(&self) {
+        self.now.set(self.now.get().saturating_sub(1));
+    }
+    fn take_peak(&self) -> usize {
+        self.peak.replace(self.now.get())
+    }
 }
 
 /// Reads the maintenance flags at boot and every `QUEEN_CACHE_REFRESH_INTERVAL_MS`,
