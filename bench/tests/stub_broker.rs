@@ -46,6 +46,7 @@ fn push_counts_accepted_items_and_latency() {
             duration: Duration::from_millis(500),
             warmup: Duration::from_millis(100),
             payload_bytes: 100,
+            rate: None,
         },
     );
     assert_eq!(r.errors.total(), 0, "{:?}", r.errors);
@@ -151,9 +152,34 @@ fn dead_broker_is_counted_as_transport_errors() {
             duration: Duration::from_millis(200),
             warmup: Duration::from_millis(0),
             payload_bytes: 100,
+            rate: None,
         },
     );
     assert_eq!(r.messages, 0);
     assert!(r.errors.transport > 0);
     assert!(!r.notes.is_empty(), "the failed configure is noted");
+}
+
+#[test]
+fn push_with_a_rate_offers_that_rate_not_more() {
+    let c = ctx(start_stub());
+    let r = push::run(
+        &c,
+        &push::PushOpts {
+            batch: 10,
+            conns: 4,
+            partitions: 3,
+            duration: Duration::from_millis(1000),
+            warmup: Duration::from_millis(100),
+            payload_bytes: 100,
+            rate: Some(400.0),
+        },
+    );
+    assert_eq!(r.errors.total(), 0, "{:?}", r.errors);
+    // A closed loop against the stub runs at thousands of msg/s.
+    assert!(
+        (200.0..600.0).contains(&r.msg_per_s),
+        "offered 400 msg/s, measured {}",
+        r.msg_per_s
+    );
 }

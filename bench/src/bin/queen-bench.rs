@@ -19,6 +19,7 @@ global:  --url http://127.0.0.1:6632  --pid <broker pid>  --pg-pid <postmaster p
          --consumer-group NAME (default: queue mode)
          --queue-options JSON (configure options of the fresh queue, default {})
 push:    --batch 1 --conns 50 --partitions 1 --duration 10 --warmup 2 --payload-bytes 100
+         [--rate N: offer N msg/s in total on a fixed schedule instead of closed loop]
 drain:   --prefill 100000 --partitions 100 --prefill-conns 20 --batch 100 --conns 10
          [--auto-ack] --wait-ms 1000 --idle-secs 5 --max-secs 120 --warmup-msgs 2000
          --payload-bytes 100
@@ -62,6 +63,7 @@ fn push_opts(a: &Args) -> Result<push::PushOpts, ArgError> {
         duration: secs(a, "duration", 10.0)?,
         warmup: secs(a, "warmup", 2.0)?,
         payload_bytes: a.get("payload-bytes", 100usize)?,
+        rate: a.get_opt("rate")?,
     })
 }
 
