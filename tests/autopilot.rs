@@ -41,7 +41,7 @@ fn autopilot_fills_only_unset_dimensions_and_echoes_them() {
 }
 
 #[test]
-fn autopilot_batch_setting_and_off_mode() {
+fn autopilot_batch_setting_and_off_and_shadow_modes() {
     let db = Db::fresh();
     let mut small = Broker::builder(&db)
         .env("QUEEN_POP_AUTOPILOT_BATCH", "5")
@@ -54,17 +54,23 @@ fn autopilot_batch_setting_and_off_mode() {
     assert_eq!(pop["autopilot"]["batch"], 5);
     small.stop(Duration::from_secs(5));
 
-    let off = Broker::builder(&db)
-        .env("QUEEN_POP_AUTOPILOT", "off")
-        .start();
-    let pop = off
-        .pop("/api/v1/pop/queue/sized?consumerGroup=g2&autopilot=true")
-        .expect("messages");
-    assert_eq!(messages(&pop).len(), 200, "normal default batch");
-    assert_eq!(
-        pop["autopilot"],
-        json!({"partitions": 1, "batch": 200, "waitMs": 0})
-    );
+    for (mode, group) in [("off", "g2"), ("shadow", "g3")] {
+        let mut b = Broker::builder(&db)
+            .env("QUEEN_POP_AUTOPILOT", mode)
+            .start();
+        let pop = b
+            .pop(&format!(
+                "/api/v1/pop/queue/sized?consumerGroup={group}&autopilot=true"
+            ))
+            .expect("messages");
+        assert_eq!(messages(&pop).len(), 200, "{mode}: normal default batch");
+        assert_eq!(
+            pop["autopilot"],
+            json!({"partitions": 1, "batch": 200, "waitMs": 0}),
+            "{mode}"
+        );
+        b.stop(Duration::from_secs(5));
+    }
 }
 
 #[test]

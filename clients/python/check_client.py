@@ -391,6 +391,48 @@ async def check_admin_calls(ctx: Ctx) -> str:
     return "admin catalogue, messages, status/analytics, group seek/timestamp/delete, clear"
 
 
+async def check_conflation_autopilot(ctx: Ctx) -> str:
+    """conflation(True) with the client's default autopilot: the newest message of
+    each partition only, the `autopilot` echo, superseded messages never delivered
+    after the ack, and a declaration conflict that keeps working (stored policy wins)."""
+    q = ctx.queue_name("latest")
+    await push(ctx, q, "k1", [{"data": {"k": "k1", "v": v}} for v in range(3)])
+    await push(ctx, q, "k2", [{"data": {"k": "k2", "v": v}} for v in range(2)])
+    got: List[Dict[str, Any]] = []
+    echo = None
+    for _ in range(10):
+        builder = ctx.client.queue(q).group("latest").conflation(True).wait(False)
+        with _captured("Pop failed", "pop_result"):
+            res = await builder.pop_result()
+        if res.autopilot is not None:
+            echo = res.autopilot
+        if not res.messages:
+            if len(got) >= 2:
+                break
+            continue
+        got.extend(res.messages)
+        ack = await ctx.client.ack(res.messages, True, {"group": "latest"})
+        expect(ack.get("success") is True, f"ack of conflated messages (got {ack!r})")
+    expect(echo is not None, "autopilot echo on a pop that left batch/partitions unset")
+    expect_eq(echo.batch, 100, "autopilot delegated batch")
+    expect(1 <= echo.partitions <= 64, f"autopilot width in 1..64 (got {echo.partitions})")
+    expect_eq(sorted((m["data"]["k"], m["data"]["v"]) for m in got), [("k1", 2), ("k2", 1)],
+              "only the newest message of each partition, each once")
+    left = await pop(ctx.client.queue(q).group("latest").conflation(True))
+    expect_eq(left, [], "superseded messages after the acks")
+
+    # A group registered without conflation keeps normal delivery; the client warns
+    # once instead of raising ConflationUnsupportedError.
+    plain = await pop(ctx.client.queue(q).group("plain").batch(1))
+    expect_eq(len(plain), 1, "first pop of group 'plain' (registers it non-conflating)")
+    await ctx.client.ack(plain, True, {"group": "plain"})
+    with contextlib.redirect_stderr(io.StringIO()):
+        more = await pop(ctx.client.queue(q).group("plain").batch(10).partitions(2).conflation(True))
+    expect_eq(len(more), 4, "conflict: the stored (normal) policy delivers every message")
+    return (f"newest of 2 partitions delivered, autopilot echo partitions={echo.partitions} "
+            f"batch={echo.batch}; conflicting declaration delivered normally")
+
+
 CHECKS: List[Callable[[Ctx], Awaitable[str]]] = [
     check_health,
     check_configure_queue,
@@ -400,6 +442,7 @@ CHECKS: List[Callable[[Ctx], Awaitable[str]]] = [
     check_transaction,
     check_lease_renewal,
     check_admin_calls,
+    check_conflation_autopilot,
 ]
 
 

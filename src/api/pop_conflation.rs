@@ -29,6 +29,11 @@
 //! - a non-conflating answer to a pop that asked gets `conflationConflict:
 //!   true`; a pop of a queue that does not exist yet that asked is answered as
 //!   conflating (that is the policy its first registration will store).
+//!
+//! Known limit: a shard that cached "not conflating" keeps using `queen.pop`
+//! for up to `POLICY_TTL` after the group was deleted with its metadata and
+//! registered again as conflating elsewhere; a `conflation=true` pop served in
+//! that window registers the group as non-conflating if it is the first.
 
 use crate::error::ApiError;
 use crate::shard::Shard;
