@@ -5,6 +5,7 @@ mod common;
 
 use common::*;
 use std::collections::HashSet;
+use std::time::Duration;
 
 fn group_pop(b: &Broker, queue: &str, group: &str, extra: &str) -> Option<Value> {
     b.pop(&format!(
@@ -233,4 +234,26 @@ fn discovery_pop_conflates_every_conflating_queue_in_scope() {
     let mut got = txids(&pop);
     got.sort();
     assert_eq!(got, ["a2", "b1"]);
+}
+
+#[test]
+fn expired_conflated_lease_redelivers_the_then_newest_message() {
+    let db = Db::fresh();
+    let b = Broker::start(&db);
+    b.configure("lapse", json!({"leaseTime": 1}));
+    b.push_n("lapse", "Default", "old", 2);
+    let first = group_pop(&b, "lapse", "g", "&conflation=true").expect("messages");
+    assert_eq!(txids(&first), ["old1"]);
+    b.push_n("lapse", "Default", "new", 2);
+    // Not acked: once the lease lapses the newest message is delivered instead.
+    let again = check_for(Duration::from_secs(10), || {
+        group_pop(&b, "lapse", "g", "&conflation=true").filter(|p| !messages(p).is_empty())
+    });
+    assert_eq!(txids(&again), ["new1"]);
+    ack(&b, &messages(&again)[0], "g");
+    let rest = group_pop(&b, "lapse", "g", "&conflation=true").unwrap();
+    assert!(
+        messages(&rest).is_empty(),
+        "old0, old1, new0 superseded: {rest}"
+    );
 }
