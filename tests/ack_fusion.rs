@@ -77,6 +77,55 @@ fn queued_lines(b: &Broker) -> usize {
     b.log().matches("ack lane: request queued").count()
 }
 
+/// Holds the (blk, queue mode) ack lock from a session of the test's own and
+/// sends one ack of blk per in-flight slot of the lane, each waiting inside
+/// PostgreSQL: requests sent next queue in the lane. Returns the session.
+fn fill_lane(db: &Db, port: u16, blk: &Popped) -> (postgres::Client, Vec<JoinHandle<Resp>>) {
+    let mut holder = db.client();
+    holder
+        .execute(
+            "SELECT pg_advisory_lock(queen.lock_key($1::text::uuid, '__QUEUE_MODE__'))",
+            &[&blk.keys[0].1],
+        )
+        .expect("take the lock");
+    // One blocker at a time, so that each takes an in-flight slot of its own.
+    let mut blockers: Vec<JoinHandle<Resp>> = Vec::new();
+    for k in &blk.keys {
+        let body = acks(std::slice::from_ref(k), &blk.lease)[0].clone();
+        blockers.push(send(port, "/api/v1/ack", body));
+        let want = blockers.len() as i64;
+        check_for(std::time::Duration::from_secs(20), || {
+            let n = db.count(
+                "SELECT count(*) FROM pg_stat_activity
+                  WHERE datname = current_database() AND wait_event = 'advisory'",
+                &[],
+            );
+            (n == want).then_some(())
+        });
+    }
+    (holder, blockers)
+}
+
+/// Releases the lock taken by [`fill_lane`]; every blocker then succeeds.
+fn release_lane(holder: &mut postgres::Client, blk: &Popped, blockers: Vec<JoinHandle<Resp>>) {
+    holder
+        .execute(
+            "SELECT pg_advisory_unlock(queen.lock_key($1::text::uuid, '__QUEUE_MODE__'))",
+            &[&blk.keys[0].1],
+        )
+        .expect("release the lock");
+    for (i, h) in blockers.into_iter().enumerate() {
+        let r = h.join().unwrap();
+        assert_eq!(r.status, 200, "blocker {i}: {}", r.text());
+        assert_eq!(
+            r.json_array()[0]["success"],
+            true,
+            "blocker {i}: {}",
+            r.text()
+        );
+    }
+}
+
 #[test]
 fn concurrent_acks_are_answered_from_one_fused_batch_and_a_bad_one_fails_alone() {
     let db = Db::fresh();
@@ -100,30 +149,8 @@ fn concurrent_acks_are_answered_from_one_fused_batch_and_a_bad_one_fails_alone()
     let blk = pop_partition(&b, "af", "blk", LANE_SLOTS);
     let bad = pop_partition(&b, "af", "bad", BAD_MSGS);
 
-    // Hold the (blk, queue mode) ack lock: acks of blk wait inside PostgreSQL.
-    let mut holder = db.client();
-    holder
-        .execute(
-            "SELECT pg_advisory_lock(queen.lock_key($1::text::uuid, '__QUEUE_MODE__'))",
-            &[&blk.keys[0].1],
-        )
-        .expect("take the lock");
     let port = b.port;
-    // One blocker at a time, so that each takes an in-flight slot of its own.
-    let mut blockers: Vec<JoinHandle<Resp>> = Vec::new();
-    for k in &blk.keys {
-        let body = acks(std::slice::from_ref(k), &blk.lease)[0].clone();
-        blockers.push(send(port, "/api/v1/ack", body));
-        let want = blockers.len() as i64;
-        check_for(std::time::Duration::from_secs(20), || {
-            let n = db.count(
-                "SELECT count(*) FROM pg_stat_activity
-                  WHERE datname = current_database() AND wait_event = 'advisory'",
-                &[],
-            );
-            (n == want).then_some(())
-        });
-    }
+    let (mut holder, blockers) = fill_lane(&db, port, &blk);
     let before = queued_lines(&b);
 
     // The fused group: every good partition's batch, a batch acked with a
@@ -165,23 +192,7 @@ fn concurrent_acks_are_answered_from_one_fused_batch_and_a_bad_one_fails_alone()
     check_for(std::time::Duration::from_secs(20), || {
         (queued_lines(&b) >= before + n_fused).then_some(())
     });
-    holder
-        .execute(
-            "SELECT pg_advisory_unlock(queen.lock_key($1::text::uuid, '__QUEUE_MODE__'))",
-            &[&blk.keys[0].1],
-        )
-        .expect("release the lock");
-
-    for (i, h) in blockers.into_iter().enumerate() {
-        let r = h.join().unwrap();
-        assert_eq!(r.status, 200, "blocker {i}: {}", r.text());
-        assert_eq!(
-            r.json_array()[0]["success"],
-            true,
-            "blocker {i}: {}",
-            r.text()
-        );
-    }
+    release_lane(&mut holder, &blk, blockers);
     let mut answers: Vec<Resp> = fused.into_iter().map(|h| h.join().unwrap()).collect();
     let unknown = answers.pop().unwrap();
     let bad_answer = answers.pop().unwrap();
@@ -329,4 +340,132 @@ fn concurrent_consumers_acking_through_fused_batches_see_each_message_once() {
     all.dedup();
     assert_eq!(all.len(), n, "no message delivered twice");
     assert_eq!(n, PARTITIONS * PER, "every message delivered and acked");
+}
+
+#[test]
+fn a_fused_ack_call_postgresql_rejects_is_rerun_request_by_request() {
+    const REQS: usize = 4;
+    const PER: usize = 3;
+    let db = Db::fresh();
+    let b = Broker::builder(&db)
+        .env("NUM_WORKERS", "1")
+        .env("LOG_LEVEL", "debug")
+        .start();
+    let mut pushed = 0;
+    for g in 0..REQS {
+        pushed += b
+            .push_n("rr", &format!("g{g}"), &format!("g{g}-"), PER)
+            .len();
+    }
+    pushed += b.push_n("rr", "blk", "blk-", LANE_SLOTS).len();
+    pushed += b.push_n("rr", "poison", "poison-", PER).len();
+    let good: Vec<Popped> = (0..REQS)
+        .map(|g| pop_partition(&b, "rr", &format!("g{g}"), PER))
+        .collect();
+    let blk = pop_partition(&b, "rr", "blk", LANE_SLOTS);
+    let poison = pop_partition(&b, "rr", "poison", PER);
+    // PostgreSQL itself refuses any cursor move of the poisoned partition: a
+    // valid request that only the database rejects, sinking a fused call.
+    db.client()
+        .batch_execute(&format!(
+            "CREATE FUNCTION public.poison() RETURNS trigger LANGUAGE plpgsql AS $$
+             BEGIN RAISE EXCEPTION 'poisoned partition'; END $$;
+             CREATE TRIGGER poison BEFORE UPDATE ON queen.partition_consumers FOR EACH ROW
+             WHEN (NEW.partition_id = '{}'::uuid) EXECUTE FUNCTION public.poison();",
+            poison.keys[0].1
+        ))
+        .expect("install the trigger");
+
+    let port = b.port;
+    let (mut holder, blockers) = fill_lane(&db, port, &blk);
+    let before = queued_lines(&b);
+    let mut fused: Vec<JoinHandle<Resp>> = good
+        .iter()
+        .map(|p| {
+            send(
+                port,
+                "/api/v1/ack/batch",
+                json!({"acknowledgments": acks(&p.keys, &p.lease)}),
+            )
+        })
+        .collect();
+    fused.push(send(
+        port,
+        "/api/v1/ack/batch",
+        json!({"acknowledgments": acks(&poison.keys, &poison.lease)}),
+    ));
+    let n_fused = REQS + 1;
+    check_for(std::time::Duration::from_secs(20), || {
+        (queued_lines(&b) >= before + n_fused).then_some(())
+    });
+    release_lane(&mut holder, &blk, blockers);
+
+    let mut answers: Vec<Resp> = fused.into_iter().map(|h| h.join().unwrap()).collect();
+    let refused = answers.pop().unwrap();
+    assert_eq!(refused.status, 500, "{}", refused.text());
+    assert!(
+        refused.text().contains("poisoned partition"),
+        "{}",
+        refused.text()
+    );
+    for (g, (r, p)) in answers.iter().zip(&good).enumerate() {
+        assert_eq!(r.status, 200, "good request {g}: {}", r.text());
+        let arr = r.json_array();
+        assert_eq!(arr.len(), PER, "good request {g}: {arr:?}");
+        for (e, (tx, _)) in arr.iter().zip(&p.keys) {
+            assert_eq!(e["transactionId"], json!(tx), "request {g}: own slice");
+            assert_eq!(e["success"], true, "request {g}: {e}");
+        }
+    }
+    let log = b.log();
+    let line = format!(
+        "ack lane: fused {} requests ({} acks) into one batch",
+        REQS + 1,
+        (REQS + 1) * PER
+    );
+    assert!(
+        log.contains(&line),
+        "expected '{line}':\n{}",
+        b.log_tail(40)
+    );
+    assert!(
+        log.contains("fused batch refused (poisoned partition); retrying request by request"),
+        "{}",
+        b.log_tail(40)
+    );
+    // Re-run alone, each good request committed on its own.
+    let xids = db.count(
+        "SELECT count(DISTINCT pc.xmin::text) FROM queen.partition_consumers pc
+           JOIN queen.partitions p ON p.id = pc.partition_id WHERE p.name LIKE 'g%'",
+        &[],
+    );
+    assert_eq!(xids, REQS as i64, "one transaction per re-run request");
+
+    // The refused request changed nothing: without the trigger its lease still acks.
+    db.client()
+        .batch_execute("DROP TRIGGER poison ON queen.partition_consumers")
+        .expect("drop the trigger");
+    let r = b.post_json(
+        "/api/v1/ack/batch",
+        &json!({"acknowledgments": acks(&poison.keys, &poison.lease)}),
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(
+        r.json_array().iter().all(|e| e["success"] == true),
+        "{}",
+        r.text()
+    );
+    // Every message in was acknowledged once and nothing comes back.
+    assert_eq!(
+        db.count(
+            "SELECT coalesce(sum(total_messages_consumed), 0)::bigint FROM queen.partition_consumers",
+            &[]
+        ),
+        pushed as i64
+    );
+    assert!(
+        b.pop("/api/v1/pop/queue/rr?batch=100&partitions=64")
+            .is_none(),
+        "nothing acked is delivered again"
+    );
 }

@@ -6,14 +6,15 @@
 //! in flight, so an idle broker adds no delay; under load, requests queue
 //! behind the in-flight batches and leave together (size-bounded by
 //! `MAX_BATCH_ITEMS`). One lane per tenant, since a batch carries one tenant.
+//! The lane machinery is [`super::fusion`]; this file says what a push batch
+//! does (one `Job::PushBatch`, spool on a refused batch, `pushed` notices).
 
+use super::fusion::{Batcher, Lane};
 use crate::mesh::Notice;
 use crate::shard::Shard;
 use crate::store::{Job, StoreError, StoreReply};
-use futures_channel::oneshot;
 use serde_json::Value;
-use std::cell::{Cell, RefCell};
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::BTreeSet;
 use std::rc::{Rc, Weak};
 
 /// Push batches a shard keeps in flight at once. With two shards this puts
@@ -26,52 +27,35 @@ pub const MAX_BATCH_ITEMS: usize = 1000;
 
 type Answer = Result<Vec<Value>, StoreError>;
 
-/// How a queued request's batch ended.
+/// How a request's batch ended.
 #[derive(Debug)]
-enum Outcome {
+pub enum Outcome {
     /// PostgreSQL answered (per-item results or this request's error).
     Done(Answer),
     /// The batch never ran; the request's items come back with the reason.
     Refused(Vec<Value>, StoreError),
 }
 
-/// One queued push request.
+/// What a push lane's batches do: one `Job::PushBatch` for a tenant.
 #[derive(Debug)]
-struct Pending {
-    /// Its items, ready for `queen.push_batch`.
-    items: Vec<Value>,
-    /// Where its outcome goes.
-    tx: oneshot::Sender<Outcome>,
-}
-
-/// A tenant's push lane on one shard.
-#[derive(Debug)]
-pub struct PushLane {
+pub struct PushBatch {
     /// Tenant of every item in this lane.
     tenant: String,
     /// The owning shard (weak: the shard owns its lanes).
     shard: Weak<Shard>,
-    /// Requests waiting for a batch.
-    queued: RefCell<VecDeque<Pending>>,
-    /// Batches in flight.
-    inflight: Cell<usize>,
-    /// Batches flushed (counter).
-    pub nr_batches: Cell<u64>,
-    /// Requests fused into those batches (counter).
-    pub nr_requests: Cell<u64>,
 }
 
-impl PushLane {
-    /// A lane for `tenant` on `shard`.
+/// A tenant's push lane on one shard.
+pub type PushLane = Lane<PushBatch>;
+
+impl Lane<PushBatch> {
+    /// A push lane for `tenant` on `shard`.
     pub fn new(tenant: String, shard: Weak<Shard>) -> PushLane {
-        PushLane {
-            tenant,
-            shard,
-            queued: RefCell::new(VecDeque::new()),
-            inflight: Cell::new(0),
-            nr_batches: Cell::new(0),
-            nr_requests: Cell::new(0),
-        }
+        Lane::with(
+            PushBatch { tenant, shard },
+            MAX_INFLIGHT_BATCHES,
+            MAX_BATCH_ITEMS,
+        )
     }
 
     /// Pushes one request's items; resolves with its per-item results.
@@ -82,112 +66,76 @@ impl PushLane {
     /// fails for want of a connection (the DB thread hands the items back,
     /// so no copy is kept on the hot path).
     pub async fn push(self: &Rc<Self>, items: Vec<Value>) -> Answer {
-        let Some(spool) = self.shard.upgrade().map(|s| s.spool.clone()) else {
+        let tenant = &self.batcher.tenant;
+        let Some(spool) = self.batcher.shard.upgrade().map(|s| s.spool.clone()) else {
             return Err(StoreError::Unavailable("shutting down".into()));
         };
-        if spool.must_spool(&self.tenant, &items) {
-            return spool.append(&self.tenant, items).await;
+        if spool.must_spool(tenant, &items) {
+            return spool.append(tenant, items).await;
         }
-        let (tx, rx) = oneshot::channel();
-        self.queued.borrow_mut().push_back(Pending { items, tx });
-        self.kick();
-        let outcome = rx.await.unwrap_or_else(|_| {
-            Outcome::Done(Err(StoreError::Unavailable("push batch dropped".into())))
-        });
-        match outcome {
+        match self.submit(items).await {
             Outcome::Refused(items, StoreError::Unavailable(why)) => {
                 log::debug!("push spooled: {why}");
                 spool.pg_down();
-                spool.append(&self.tenant, items).await
+                spool.append(tenant, items).await
             }
             Outcome::Refused(_, err) => Err(err),
             Outcome::Done(answer) => answer,
         }
     }
+}
 
-    /// Starts batches while there is room in flight and work queued.
-    fn kick(self: &Rc<Self>) {
-        while self.inflight.get() < MAX_INFLIGHT_BATCHES {
-            let batch = self.take_batch();
-            if batch.is_empty() {
-                return;
-            }
-            self.inflight.set(self.inflight.get() + 1);
-            let lane = self.clone();
-            glommio::spawn_local(async move { lane.flush(batch).await }).detach();
-        }
-    }
+impl Batcher for PushBatch {
+    type Item = Value;
+    type Answer = Outcome;
 
-    fn take_batch(&self) -> Vec<Pending> {
-        let mut queued = self.queued.borrow_mut();
-        let mut batch = Vec::new();
-        let mut n = 0;
-        while let Some(front) = queued.front() {
-            if !batch.is_empty() && n + front.items.len() > MAX_BATCH_ITEMS {
-                break;
-            }
-            n += front.items.len();
-            // The front exists: checked by the loop condition.
-            batch.push(queued.pop_front().expect("front checked"));
-        }
-        batch
-    }
-
-    async fn flush(self: Rc<Self>, batch: Vec<Pending>) {
+    async fn run(&self, items: Vec<Value>, counts: Vec<usize>) -> Vec<Outcome> {
         let Some(shard) = self.shard.upgrade() else {
-            return;
+            let e = StoreError::Unavailable("shutting down".into());
+            return counts
+                .iter()
+                .map(|_| Outcome::Done(Err(e.clone())))
+                .collect();
         };
-        let queues: BTreeSet<String> = batch
+        let queues: BTreeSet<String> = items
             .iter()
-            .flat_map(|p| p.items.iter())
             .filter_map(|i| i.get("queue").and_then(Value::as_str).map(str::to_string))
             .collect();
-        let mut counts = Vec::with_capacity(batch.len());
-        let mut items = Vec::new();
-        let mut txs = Vec::with_capacity(batch.len());
-        for p in batch {
-            counts.push(p.items.len());
-            items.extend(p.items);
-            txs.push(p.tx);
-        }
-        self.nr_batches.set(self.nr_batches.get() + 1);
-        self.nr_requests
-            .set(self.nr_requests.get() + txs.len() as u64);
+        let n = counts.len();
         let job = Job::PushBatch {
             tenant: self.tenant.clone(),
             items,
             counts,
         };
         let mut any_ok = false;
-        match shard.db.submit(job).await {
+        let out: Vec<Outcome> = match shard.db.submit(job).await {
             StoreReply::Push(results) => {
                 any_ok = results.iter().any(Result::is_ok);
-                for (tx, r) in txs.into_iter().zip(results) {
-                    let _ = tx.send(Outcome::Done(r));
-                }
+                results.into_iter().map(Outcome::Done).collect()
             }
             StoreReply::PushRefused { items, counts, err } => {
                 let mut items = items.into_iter();
-                for (tx, n) in txs.into_iter().zip(counts) {
-                    let mine: Vec<Value> = items.by_ref().take(n).collect();
-                    let _ = tx.send(Outcome::Refused(mine, err.clone()));
-                }
+                counts
+                    .into_iter()
+                    .map(|c| Outcome::Refused(items.by_ref().take(c).collect(), err.clone()))
+                    .collect()
             }
             StoreReply::Value(v) => {
                 let e = v
                     .err()
                     .unwrap_or_else(|| StoreError::Db("value reply to a push".into()));
-                for tx in txs {
-                    let _ = tx.send(Outcome::Done(Err(e.clone())));
-                }
+                (0..n).map(|_| Outcome::Done(Err(e.clone()))).collect()
             }
-        }
+        };
         if any_ok {
             for q in queues {
                 shard.notify(Notice::Pushed { queue: q });
             }
         }
-        self.inflight.set(self.inflight.get() - 1);
-        self.kick();
+        out
+    }
+
+    fn dropped(&self) -> Outcome {
+        Outcome::Done(Err(StoreError::Unavailable("push batch dropped".into())))
     }
 }

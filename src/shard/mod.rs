@@ -13,6 +13,7 @@
 pub mod ack_lanes;
 pub mod cache;
 pub mod dbcall;
+pub mod fusion;
 pub mod lanes;
 pub mod waiters;
 

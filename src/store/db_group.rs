@@ -18,7 +18,7 @@ use super::pg_tls::Connector;
 use super::schema;
 use crate::config::Config;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
-use postgres::types::{to_sql_checked, IsNull, ToSql, Type};
+use postgres::types::Type;
 use r2d2_postgres::PostgresConnectionManager;
 use serde_json::Value;
 use shards::inbox::InboxSender;
@@ -235,6 +235,11 @@ fn run(pool: &Pool, job: Job) -> StoreReply {
                 .map(|_| Value::Null)
                 .map_err(classify),
         ),
+        // Pop answers in columns; the JSON is built here (src/store/pop_compact.rs).
+        Job::Call {
+            proc: Proc::Pop,
+            arg,
+        } => StoreReply::Value(super::pop_compact::call(&mut conn, &arg, classify)),
         Job::Call { proc, arg } => StoreReply::Value(
             conn.query_typed(proc.sql(), &[(&arg, Type::JSONB)])
                 .map_err(classify)
@@ -244,6 +249,13 @@ fn run(pool: &Pool, job: Job) -> StoreReply {
                         .ok_or_else(|| StoreError::Db("no result row".into()))
                 }),
         ),
+        Job::AckBatch {
+            tenant,
+            items,
+            counts,
+        } => StoreReply::Push(super::ack_fused::run(
+            &mut conn, &tenant, &items, &counts, classify,
+        )),
         Job::PushBatch {
             tenant,
             items,
@@ -301,26 +313,8 @@ fn push_call(
     tenant: &str,
     items: &[Value],
 ) -> Result<Vec<Value>, StoreError> {
-    let arg = PushArg { tenant, items };
-    // The compact answer of sql/007, expanded per item here (src/store/push_fast.rs).
-    let rows = c
-        .query_typed(super::push_fast::SQL, &[(&arg, Type::JSONB)])
-        .map_err(classify)?;
-    let v: Value = rows
-        .first()
-        .map(|r| r.get(0))
-        .ok_or_else(|| StoreError::Db("no result row".into()))?;
-    super::push_fast::expand(items, &v).map_err(|why| {
-        StoreError::Db(format!(
-            "push_fast returned an unexpected shape ({why}): {}",
-            short(&v)
-        ))
-    })
-}
-
-fn short(v: &Value) -> String {
-    let s = v.to_string();
-    s.chars().take(200).collect()
+    // Typed arrays in, compact answer expanded per item (src/store/push_typed.rs).
+    super::push_typed::call(c, tenant, items, classify)
 }
 
 /// Tells a lost connection (spool-worthy) from an error PostgreSQL raised.
@@ -339,30 +333,4 @@ fn classify(e: postgres::Error) -> StoreError {
         }
         None => StoreError::Unavailable(e.to_string()),
     }
-}
-
-/// The push procedure's argument, serialised straight from borrowed items so
-/// a retry of one request's slice needs no copy of the payloads.
-#[derive(Debug, serde::Serialize)]
-struct PushArg<'a> {
-    tenant: &'a str,
-    items: &'a [Value],
-}
-
-impl ToSql for PushArg<'_> {
-    fn to_sql(
-        &self,
-        _: &Type,
-        out: &mut bytes::BytesMut,
-    ) -> Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
-        use bytes::BufMut;
-        out.put_u8(1); // jsonb binary format version
-        let mut w = out.writer();
-        serde_json::to_writer(&mut w, self)?;
-        Ok(IsNull::No)
-    }
-    fn accepts(ty: &Type) -> bool {
-        *ty == Type::JSONB
-    }
-    to_sql_checked!();
 }

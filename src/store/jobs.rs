@@ -170,6 +170,18 @@ pub enum Job {
         /// Items per request.
         counts: Vec<usize>,
     },
+    /// A fused ack batch: one `queen.ack_batch` call for the acks of several
+    /// requests; answered `StoreReply::Push` (one result per request, each
+    /// the request's slice). A call PostgreSQL rejects is re-run request by
+    /// request on these same items, so one bad request fails alone.
+    AckBatch {
+        /// Tenant of every item (one lane per tenant).
+        tenant: String,
+        /// The acks, request after request.
+        items: Vec<Value>,
+        /// Items per request.
+        counts: Vec<usize>,
+    },
     /// `SELECT 1`.
     Health,
 }

@@ -5,10 +5,12 @@
 //! Every request is one round trip: the SQL procedures in `sql/` take one
 //! jsonb argument and return one jsonb result (contracts in `sql/README.md`).
 
+pub mod ack_fused;
 pub mod db_group;
 pub mod jobs;
 pub mod pg_tls;
-pub mod push_fast;
+pub mod pop_compact;
+pub mod push_typed;
 pub mod schema;
 
 pub use jobs::{Job, JobEnvelope, Proc, ReplyEnvelope, RequestId, StoreError, StoreReply};

@@ -75,6 +75,14 @@ const FILES: &[(&str, &str)] = &[
         "070_conflation.sql",
         include_str!("../../sql/070_conflation.sql"),
     ),
+    (
+        "060_push_typed.sql",
+        include_str!("../../sql/060_push_typed.sql"),
+    ),
+    (
+        "061_pop_compact.sql",
+        include_str!("../../sql/061_pop_compact.sql"),
+    ),
 ];
 
 /// Applies every file; returns the name of the file that failed with the error.

@@ -1,0 +1,290 @@
+//! One push batch as one call of `queen.push_typed` (sql/060): the items go
+//! to PostgreSQL as one typed array per column, and its compact answer is
+//! expanded here into one result per item in the shape `queen.push_batch`
+//! answers (`{message_id, status, partition_id, queue_id, trace_id,
+//! transaction_id}`), so the lanes, the spool replay and the push endpoint
+//! are unchanged.
+//!
+//! Runs on the DB threads. Why typed arrays: with one jsonb document
+//! PostgreSQL parsed every id, transaction id and name of every item as JSON
+//! and then pulled each back out as text and cast it; with binary `uuid[]`,
+//! `text[]` and `jsonb[]` parameters it only parses the payloads. The broker
+//! also sends the distinct (queue, partition) pairs once, with an index per
+//! item, so PostgreSQL joins nothing per item to find its partition. The
+//! answer carries only what the broker does not know: the ids of each pair
+//! and, for the items not inserted, the id of the message already there.
+
+use super::StoreError;
+use postgres::types::{ToSql, Type};
+use serde_json::{Map, Value};
+use std::collections::HashMap;
+use uuid::Uuid;
+
+/// The statement a push batch runs.
+const SQL: &str = "SELECT pids, qids, dup_ord, dup_id \
+                   FROM queen.push_typed($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)";
+
+/// Partition name of an item without one (as the push endpoint stores it).
+const DEFAULT_PARTITION: &str = "Default";
+
+/// The batch's columns, borrowed from its items.
+#[derive(Debug, Default)]
+struct Columns<'a> {
+    /// Distinct queue names, one per pair, in first-seen order.
+    qn: Vec<&'a str>,
+    /// Distinct partition names, parallel to `qn`.
+    pn: Vec<&'a str>,
+    /// Each item's pair, 1-based.
+    pair: Vec<i32>,
+    id: Vec<Uuid>,
+    txid: Vec<Option<&'a str>>,
+    trace: Vec<Option<Uuid>>,
+    payload: Vec<&'a Value>,
+    enc: Vec<bool>,
+    sub: Vec<Option<&'a str>>,
+}
+
+/// JSON null, for items without a payload (stored as jsonb `null`, as before).
+static NULL: Value = Value::Null;
+
+/// Splits `items` into columns; the error names the malformed item (the
+/// endpoint and the spool only hand over validated items, so this is a
+/// guard, answered like an error PostgreSQL raised).
+fn columns(items: &[Value]) -> Result<Columns<'_>, StoreError> {
+    let n = items.len();
+    let mut c = Columns {
+        pair: Vec::with_capacity(n),
+        id: Vec::with_capacity(n),
+        txid: Vec::with_capacity(n),
+        trace: Vec::with_capacity(n),
+        payload: Vec::with_capacity(n),
+        enc: Vec::with_capacity(n),
+        sub: Vec::with_capacity(n),
+        ..Columns::default()
+    };
+    let mut pairs: HashMap<(&str, &str), i32> = HashMap::new();
+    let bad = |i: usize, what: &str| StoreError::Db(format!("push: item {i} has {what}"));
+    for (i, item) in items.iter().enumerate() {
+        let queue = item
+            .get("queue")
+            .and_then(Value::as_str)
+            .ok_or_else(|| bad(i, "no queue"))?;
+        let part = item
+            .get("partition")
+            .and_then(Value::as_str)
+            .unwrap_or(DEFAULT_PARTITION);
+        let k = *pairs.entry((queue, part)).or_insert_with(|| {
+            c.qn.push(queue);
+            c.pn.push(part);
+            c.qn.len() as i32
+        });
+        c.pair.push(k);
+        let id = item.get("id").and_then(Value::as_str).unwrap_or("");
+        c.id.push(Uuid::parse_str(id).map_err(|_| bad(i, "a bad id"))?);
+        c.txid.push(item.get("txid").and_then(Value::as_str));
+        c.trace.push(match item.get("traceId") {
+            None | Some(Value::Null) => None,
+            Some(t) => Some(
+                t.as_str()
+                    .and_then(|s| Uuid::parse_str(s).ok())
+                    .ok_or_else(|| bad(i, "a bad traceId"))?,
+            ),
+        });
+        c.payload.push(item.get("payload").unwrap_or(&NULL));
+        c.enc
+            .push(item.get("encrypted").and_then(Value::as_bool) == Some(true));
+        c.sub.push(item.get("sub").and_then(Value::as_str));
+    }
+    Ok(c)
+}
+
+/// What `queen.push_typed` answered.
+#[derive(Debug)]
+struct Answer {
+    /// Partition id per pair.
+    pids: Vec<Uuid>,
+    /// Queue id per pair.
+    qids: Vec<Uuid>,
+    /// 1-based indexes of the items not inserted.
+    dup_ord: Vec<i32>,
+    /// The message already holding each one's transaction id (None: vanished).
+    dup_id: Vec<Option<Uuid>>,
+}
+
+/// Pushes `items` for `tenant` in one round trip (one transaction); one
+/// result per item, in order.
+pub fn call(
+    c: &mut postgres::Client,
+    tenant: &str,
+    items: &[Value],
+    classify: fn(postgres::Error) -> StoreError,
+) -> Result<Vec<Value>, StoreError> {
+    if items.is_empty() {
+        return Ok(Vec::new());
+    }
+    let cols = columns(items)?;
+    let tenant = Uuid::parse_str(tenant).ok();
+    let params: [(&(dyn ToSql + Sync), Type); 10] = [
+        (&tenant, Type::UUID),
+        (&cols.qn, Type::TEXT_ARRAY),
+        (&cols.pn, Type::TEXT_ARRAY),
+        (&cols.pair, Type::INT4_ARRAY),
+        (&cols.id, Type::UUID_ARRAY),
+        (&cols.txid, Type::TEXT_ARRAY),
+        (&cols.trace, Type::UUID_ARRAY),
+        (&cols.payload, Type::JSONB_ARRAY),
+        (&cols.enc, Type::BOOL_ARRAY),
+        (&cols.sub, Type::TEXT_ARRAY),
+    ];
+    let rows = c.query_typed(SQL, &params).map_err(classify)?;
+    let row = rows
+        .first()
+        .ok_or_else(|| StoreError::Db("push_typed: no result row".into()))?;
+    let shape = |e: postgres::Error| StoreError::Db(format!("push_typed answer: {e}"));
+    let answer = Answer {
+        pids: row
+            .try_get::<_, Option<_>>(0)
+            .map_err(shape)?
+            .unwrap_or_default(),
+        qids: row
+            .try_get::<_, Option<_>>(1)
+            .map_err(shape)?
+            .unwrap_or_default(),
+        dup_ord: row
+            .try_get::<_, Option<_>>(2)
+            .map_err(shape)?
+            .unwrap_or_default(),
+        dup_id: row
+            .try_get::<_, Option<_>>(3)
+            .map_err(shape)?
+            .unwrap_or_default(),
+    };
+    expand(items, &cols, &answer).map_err(|why| StoreError::Db(format!("push_typed: {why}")))
+}
+
+/// One result per item from the answer.
+fn expand(items: &[Value], cols: &Columns<'_>, a: &Answer) -> Result<Vec<Value>, String> {
+    if a.pids.len() != cols.qn.len() || a.qids.len() != cols.qn.len() {
+        return Err(format!(
+            "{} partition ids for {} pairs",
+            a.pids.len(),
+            cols.qn.len()
+        ));
+    }
+    let text = |u: &Uuid| Value::String(u.hyphenated().to_string());
+    let pids: Vec<Value> = a.pids.iter().map(text).collect();
+    let qids: Vec<Value> = a.qids.iter().map(text).collect();
+    let mut dups: HashMap<usize, Value> = HashMap::with_capacity(a.dup_ord.len());
+    for (ord, id) in a.dup_ord.iter().zip(&a.dup_id) {
+        let i = usize::try_from(*ord - 1).map_err(|_| format!("bad duplicate index {ord}"))?;
+        dups.insert(i, id.as_ref().map_or(Value::Null, text));
+    }
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, item)| {
+            // pair indexes are 1-based and < pairs + 1: made by `columns`
+            let k = cols.pair[i] as usize - 1;
+            let (status, id) = match dups.remove(&i) {
+                Some(existing) => ("duplicate", existing),
+                None => ("queued", item.get("id").cloned().unwrap_or(Value::Null)),
+            };
+            let mut r = Map::with_capacity(6);
+            r.insert("message_id".into(), id);
+            r.insert("status".into(), Value::String(status.into()));
+            r.insert("partition_id".into(), pids[k].clone());
+            r.insert("queue_id".into(), qids[k].clone());
+            r.insert(
+                "trace_id".into(),
+                cols.trace[i].as_ref().map_or(Value::Null, text),
+            );
+            r.insert(
+                "transaction_id".into(),
+                item.get("txid").cloned().unwrap_or(Value::Null),
+            );
+            Ok(Value::Object(r))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const I0: &str = "0193a000-0000-7000-8000-000000000010";
+    const I1: &str = "0193a000-0000-7000-8000-000000000011";
+    const I2: &str = "0193a000-0000-7000-8000-000000000012";
+
+    fn items() -> Vec<Value> {
+        vec![
+            json!({"queue": "q", "partition": "a", "id": I0, "txid": "t0", "traceId": null,
+                   "payload": {"x": 1}}),
+            json!({"queue": "q", "partition": "b", "id": I1, "txid": "t1",
+                   "traceId": "0193A000-0000-7000-8000-000000000001", "payload": 2}),
+            json!({"queue": "q", "partition": "a", "id": I2, "txid": "t2"}),
+        ]
+    }
+
+    #[test]
+    fn items_share_their_pair_and_keep_their_columns() {
+        let items = items();
+        let c = columns(&items).unwrap();
+        assert_eq!(c.qn, ["q", "q"]);
+        assert_eq!(c.pn, ["a", "b"]);
+        assert_eq!(c.pair, [1, 2, 1]);
+        assert_eq!(c.txid, [Some("t0"), Some("t1"), Some("t2")]);
+        assert_eq!(c.payload[2], &Value::Null);
+        assert!(c.trace[1].is_some() && c.trace[0].is_none());
+    }
+
+    #[test]
+    fn a_bad_id_or_trace_is_an_error() {
+        let bad_id = [json!({"queue": "q", "id": "x", "txid": "t"})];
+        assert!(columns(&bad_id).is_err());
+        let bad_trace = [json!({"queue": "q", "id": I0, "txid": "t", "traceId": "nope"})];
+        assert!(columns(&bad_trace).is_err());
+    }
+
+    #[test]
+    fn inserted_and_duplicate_items_get_their_results_in_order() {
+        let items = items();
+        let c = columns(&items).unwrap();
+        let (pa, pb, qq, old) = (
+            Uuid::from_u128(1),
+            Uuid::from_u128(2),
+            Uuid::from_u128(3),
+            Uuid::from_u128(4),
+        );
+        let a = Answer {
+            pids: vec![pa, pb],
+            qids: vec![qq, qq],
+            dup_ord: vec![2],
+            dup_id: vec![Some(old)],
+        };
+        let r = expand(&items, &c, &a).unwrap();
+        assert_eq!(r[0]["status"], "queued");
+        assert_eq!(r[0]["message_id"], I0);
+        assert_eq!(r[0]["partition_id"], pa.to_string());
+        assert_eq!(r[1]["status"], "duplicate");
+        assert_eq!(r[1]["message_id"], old.to_string());
+        assert_eq!(r[1]["partition_id"], pb.to_string());
+        assert_eq!(r[1]["trace_id"], "0193a000-0000-7000-8000-000000000001");
+        assert_eq!(r[1]["transaction_id"], "t1");
+        assert_eq!(r[2]["partition_id"], pa.to_string());
+        assert_eq!(r[2]["queue_id"], qq.to_string());
+    }
+
+    #[test]
+    fn an_answer_missing_a_pair_is_an_error() {
+        let items = items();
+        let c = columns(&items).unwrap();
+        let a = Answer {
+            pids: vec![Uuid::nil()],
+            qids: vec![Uuid::nil()],
+            dup_ord: vec![],
+            dup_id: vec![],
+        };
+        assert!(expand(&items, &c, &a).is_err());
+    }
+}
