@@ -17,6 +17,7 @@ use crate::config::SubscriptionDefault;
 use crate::error::ApiError;
 use crate::ids::uuid_v7;
 use crate::shard::Shard;
+use crate::store::Proc;
 use futures_lite::future::or;
 use serde_json::{json, Value};
 use shards::http::{Request, Response};
@@ -225,7 +226,11 @@ pub async fn handle(shard: &Rc<Shard>, req: &Request, scope: Scope) -> Result<Re
     loop {
         let generation = signal.generation();
         pop.arg["leaseId"] = Value::String(uuid_v7());
-        let result = pop_conflation::attempt(shard, &mut pop.conflation, &pop.arg).await?;
+        let result =
+            match pop_conflation::try_conflated(shard, &mut pop.conflation, &pop.arg).await? {
+                Some(conflated) => conflated,
+                None => shard.db.call(Proc::Pop, pop.arg.clone()).await?,
+            };
         pop_autopilot::observe(&cfg.autopilot, &pop.sizing, &result);
         let delivered = result
             .get("messages")

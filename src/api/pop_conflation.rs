@@ -5,7 +5,8 @@
 //! A group's policy is stored with its subscription registration
 //! (`consumer_groups_metadata.conflation`, see `sql/070_conflation.sql`);
 //! the first registration decides it, later declarations never change it.
-//! An attempt goes to `queen.pop_conflated` when the request asks for
+//! `try_conflated` (called by `pop.rs` before its normal `queen.pop` call)
+//! goes to `queen.pop_conflated` when the request asks for
 //! conflation or the shard's cache says (or does not know whether) the group
 //! conflates; that function registers, resolves the stored policy and either
 //! delivers conflated or answers `{policy:false}`, after which the normal
@@ -127,14 +128,15 @@ fn remember(key: &PolicyKey, conflating: bool) {
     });
 }
 
-/// One pop attempt: conflated or normal, as the group's policy says.
-pub async fn attempt(
+/// One conflated pop attempt when the group's policy calls for it; `None`
+/// = the caller runs the normal pop (the request's conflict flag is set).
+pub async fn try_conflated(
     shard: &Shard,
     state: &mut Option<Conflation>,
     arg: &Value,
-) -> Result<Value, ApiError> {
+) -> Result<Option<Value>, ApiError> {
     let Some(c) = state else {
-        return Ok(shard.db.call(Proc::Pop, arg.clone()).await?);
+        return Ok(None);
     };
     if cached(&c.key) != Some(false) {
         let mut carg = arg.clone();
@@ -145,7 +147,7 @@ pub async fn attempt(
             remember(&c.key, true);
             c.applied = true;
             c.conflict = false;
-            return Ok(r);
+            return Ok(Some(r));
         }
         if r.get("registered").and_then(Value::as_bool) == Some(true) {
             remember(&c.key, false);
@@ -153,7 +155,7 @@ pub async fn attempt(
     }
     c.applied = false;
     c.conflict = c.requested;
-    Ok(shard.db.call(Proc::Pop, arg.clone()).await?)
+    Ok(None)
 }
 
 /// Adds `conflation` / `conflationConflict` to an answer body.
