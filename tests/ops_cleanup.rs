@@ -167,3 +167,32 @@ fn queue_detail_views_page_their_partitions() {
         assert!(bad.text().contains("limit"), "{}", bad.text());
     }
 }
+
+#[test]
+fn group_detail_pages_each_queues_partitions() {
+    let db = Db::fresh();
+    let b = Broker::start(&db);
+    for p in ["p1", "p2", "p3"] {
+        b.push_n("gd", p, p, 2);
+    }
+    b.pop("/api/v1/pop/queue/gd/partition/p1?batch=1&consumerGroup=g&autoAck=true")
+        .expect("p10");
+    let all = b.get("/api/v1/consumer-groups/g").json();
+    assert_eq!(
+        all["gd"]["partitions"].as_array().map(Vec::len),
+        Some(3),
+        "{all}"
+    );
+    assert_eq!(all["gd"]["pagination"]["total"], json!(3), "{all}");
+    let page = b.get("/api/v1/consumer-groups/g?limit=1&offset=0").json();
+    let parts = page["gd"]["partitions"]
+        .as_array()
+        .expect("partitions")
+        .clone();
+    assert_eq!(parts.len(), 1, "{page}");
+    assert_eq!(parts[0]["partition"], json!("p1"));
+    assert_eq!(parts[0]["totalConsumed"], json!(1), "{page}");
+    assert_eq!(parts[0]["offsetLag"], json!(1), "{page}");
+    let bad = b.get("/api/v1/consumer-groups/g?offset=-1");
+    assert_eq!(bad.status, 400, "{}", bad.text());
+}

@@ -2,6 +2,10 @@
 //! call is one `queen.cg_*` procedure (sql/010_groups.sql) on a DB thread.
 //!
 //! Decisions where the spec is silent:
+//! - The detail lists one page of partitions per queue (`limit` default 1,000,
+//!   at most 10,000, `offset`, by partition name) with `pagination{limit,
+//!   offset, total}` beside `partitions`: a group on a queue of 10,000
+//!   partitions took seconds to answer in full.
 //! - An unknown group is a 404 `{"error": "Consumer group not found"}` for the
 //!   detail, delete and subscription calls (nothing to show or change). Seek
 //!   does not need a known group: an operator may position a group before its
@@ -69,11 +73,15 @@ pub async fn lagging(shard: &Rc<Shard>, req: &Request) -> Result<Response, ApiEr
 
 /// `GET /api/v1/consumer-groups/{group}`.
 pub async fn detail(shard: &Rc<Shard>, req: &Request, group: &str) -> Result<Response, ApiError> {
+    use super::status::{DETAIL_PARTITIONS_DEFAULT, DETAIL_PARTITIONS_MAX};
+    // one page of partitions per queue (sql/078_group_detail.sql)
+    let (limit, offset) = admin::paging(req, DETAIL_PARTITIONS_DEFAULT, DETAIL_PARTITIONS_MAX)?;
     let r = shard
         .db
         .call(
             Proc::CgDetail,
-            json!({"tenant": admin::tenant(req), "group": group}),
+            json!({"tenant": admin::tenant(req), "group": group,
+                   "limit": limit, "offset": offset}),
         )
         .await?;
     if r["found"] != true {

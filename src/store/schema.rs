@@ -72,6 +72,10 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../../sql/077_msg_page.sql"),
     ),
     (
+        "078_group_detail.sql",
+        include_str!("../../sql/078_group_detail.sql"),
+    ),
+    (
         "070_conflation.sql",
         include_str!("../../sql/070_conflation.sql"),
     ),
