@@ -49,6 +49,14 @@ fn an_encrypted_queue_spools_only_envelopes_during_an_outage() {
             .as_nanos()
     ));
     std::fs::create_dir_all(&spool).unwrap();
+    // The harness cluster commits asynchronously; a hard stop could then
+    // forget the schema the broker just applied (the newest sql file) or the
+    // configure. This test measures the broker, so its database commits
+    // synchronously (as spool_outage.rs does).
+    db.exec(&format!(
+        "ALTER DATABASE {} SET synchronous_commit = on",
+        db.name
+    ));
     let b = Broker::builder(&db)
         .env("QUEEN_ENCRYPTION_KEY", KEY)
         .env("DB_CONNECTION_TIMEOUT", "500")
