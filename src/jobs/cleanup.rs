@@ -20,26 +20,16 @@ use crate::shard::Shard;
 use crate::store::Proc;
 use serde_json::json;
 use std::rc::Rc;
-use std::time::Duration;
 
 /// Starts the cleanup schedule on this shard (call on shard 0 only).
 pub fn spawn(shard: &Rc<Shard>) {
     let interval_ms = shard.cfg.jobs.cleanup_interval_ms;
-    if interval_ms == 0 {
-        log::info!("background job cleanup: disabled (interval 0)");
-        return;
-    }
-    let s = shard.clone();
-    glommio::spawn_local(async move {
-        loop {
-            glommio::timer::sleep(Duration::from_millis(interval_ms)).await;
-            if s.stopping.is_fired() {
-                return;
-            }
-            cycle(&s).await;
-        }
-    })
-    .detach();
+    super::schedule(
+        shard,
+        "cleanup",
+        interval_ms,
+        |s| async move { cycle(&s).await },
+    );
 }
 
 /// Runs rounds until one comes back short (or [`super::MAX_ROUNDS`]).

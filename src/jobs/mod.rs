@@ -19,6 +19,7 @@ pub mod stats;
 use crate::shard::Shard;
 use crate::store::Proc;
 use serde_json::json;
+use std::future::Future;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -41,41 +42,54 @@ pub fn spawn(shard: &Rc<Shard>) {
         ),
     ];
     for (job, interval_ms, batch) in jobs {
-        if interval_ms == 0 {
-            log::info!("background job {job}: disabled (interval 0)");
-            continue;
-        }
-        let s = shard.clone();
-        let task = glommio::spawn_local(async move {
-            run(s, job, Duration::from_millis(interval_ms), batch).await
+        schedule(shard, job, interval_ms, move |s| async move {
+            rounds(&s, job, batch).await
         });
-        task.detach();
     }
 }
 
-/// The loop of one job until shutdown.
-async fn run(shard: Rc<Shard>, job: &'static str, interval: Duration, batch: u32) {
-    loop {
-        glommio::timer::sleep(interval).await;
-        if shard.stopping.is_fired() {
-            return;
+/// Runs `cycle` on this shard every `interval_ms` until shutdown; an interval
+/// of 0 disables the job (one log line). The one timer loop every job uses.
+pub fn schedule<F, Fut>(shard: &Rc<Shard>, job: &'static str, interval_ms: u64, cycle: F)
+where
+    F: Fn(Rc<Shard>) -> Fut + 'static,
+    Fut: Future<Output = ()> + 'static,
+{
+    if interval_ms == 0 {
+        log::info!("background job {job}: disabled (interval 0)");
+        return;
+    }
+    let s = shard.clone();
+    glommio::spawn_local(async move {
+        loop {
+            glommio::timer::sleep(Duration::from_millis(interval_ms)).await;
+            if s.stopping.is_fired() {
+                return;
+            }
+            cycle(s.clone()).await;
         }
-        for _ in 0..MAX_ROUNDS {
-            let arg = json!({"job": job, "batchSize": batch, "broker": shard.cfg.server_id});
-            match shard.db.call(Proc::Maintenance, arg).await {
-                Ok(r) => {
-                    let rows = r["rows"].as_u64().unwrap_or(0);
-                    if rows > 0 {
-                        log::debug!("background job {job}: {rows} rows");
-                    }
-                    if r["ran"] != true || rows < u64::from(batch) || shard.stopping.is_fired() {
-                        break;
-                    }
+    })
+    .detach();
+}
+
+/// One cycle of a `queen.maintenance` job: rounds until one comes back short
+/// (or [`MAX_ROUNDS`]).
+async fn rounds(shard: &Rc<Shard>, job: &'static str, batch: u32) {
+    for _ in 0..MAX_ROUNDS {
+        let arg = json!({"job": job, "batchSize": batch, "broker": shard.cfg.server_id});
+        match shard.db.call(Proc::Maintenance, arg).await {
+            Ok(r) => {
+                let rows = r["rows"].as_u64().unwrap_or(0);
+                if rows > 0 {
+                    log::debug!("background job {job}: {rows} rows");
                 }
-                Err(e) => {
-                    log::warn!("background job {job} failed: {e}");
-                    break;
+                if r["ran"] != true || rows < u64::from(batch) || shard.stopping.is_fired() {
+                    return;
                 }
+            }
+            Err(e) => {
+                log::warn!("background job {job} failed: {e}");
+                return;
             }
         }
     }

@@ -19,28 +19,15 @@ use crate::shard::Shard;
 use crate::store::{Proc, StoreError};
 use serde_json::json;
 use std::rc::Rc;
-use std::time::Duration;
 
 /// Starts the roll-up schedule on this shard (call on shard 0 only).
 pub fn spawn(shard: &Rc<Shard>) {
     let interval_ms = shard.cfg.jobs.stats_interval_ms;
-    if interval_ms == 0 {
-        log::info!("background job stats: disabled (interval 0)");
-        return;
-    }
-    let s = shard.clone();
-    glommio::spawn_local(async move {
-        loop {
-            glommio::timer::sleep(Duration::from_millis(interval_ms)).await;
-            if s.stopping.is_fired() {
-                return;
-            }
-            if let Err(e) = cycle(&s, false).await {
-                log::warn!("background job stats failed: {e}");
-            }
+    super::schedule(shard, "stats", interval_ms, |s| async move {
+        if let Err(e) = cycle(&s, false).await {
+            log::warn!("background job stats failed: {e}");
         }
-    })
-    .detach();
+    });
 }
 
 /// What one cycle did.
