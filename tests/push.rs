@@ -76,6 +76,56 @@ fn duplicate_transaction_id_returns_existing_message_id() {
     assert_eq!(rows[0].get::<_, Value>(0), json!({"v": 1}));
 }
 
+/// The newest-message pointer pop relies on, read from the database.
+fn newest_of(db: &Db, queue: &str, partition: &str) -> Option<String> {
+    db.query(
+        "SELECT pl.last_message_id::text FROM queen.partition_lookup pl \
+         JOIN queen.partitions pt ON pt.id = pl.partition_id \
+         JOIN queen.queues q ON q.id = pt.queue_id WHERE q.name = $1 AND pt.name = $2",
+        &[&queue, &partition],
+    )
+    .first()
+    .and_then(|r| r.get(0))
+}
+
+#[test]
+fn duplicates_on_an_existing_partition_fail_alone_and_the_newest_pointer_follows() {
+    let db = Db::fresh();
+    let b = Broker::start(&db);
+    let old = b.push(json!([{"queue": "fq", "partition": "p", "transactionId": "old"}]));
+    assert_eq!(newest_of(&db, "fq", "p").as_deref(), old[0]["message_id"].as_str());
+
+    // the partition exists now: a plain insert first, then the duplicate path
+    let res = b.push(json!([
+        {"queue": "fq", "partition": "p", "transactionId": "n1", "payload": 1},
+        {"queue": "fq", "partition": "p", "transactionId": "old", "payload": 2},
+        {"queue": "fq", "partition": "p", "transactionId": "n2", "payload": 3},
+        {"queue": "fq", "partition": "p", "transactionId": "n2", "payload": 4},
+    ]));
+    let status: Vec<&str> = res.iter().map(|r| r["status"].as_str().unwrap()).collect();
+    assert_eq!(status, ["queued", "duplicate", "queued", "duplicate"]);
+    assert_eq!(res[1]["message_id"], old[0]["message_id"]);
+    assert_eq!(res[3]["message_id"], res[2]["message_id"]);
+    assert_eq!(newest_of(&db, "fq", "p").as_deref(), res[2]["message_id"].as_str());
+
+    // no duplicate: the pointer moves to the greatest id of the request
+    let fresh = b.push(json!([
+        {"queue": "fq", "partition": "p", "transactionId": "n3"},
+        {"queue": "fq", "partition": "p", "transactionId": "n4"},
+    ]));
+    assert_eq!(fresh[1]["status"], "queued");
+    assert_eq!(newest_of(&db, "fq", "p").as_deref(), fresh[1]["message_id"].as_str());
+    assert_eq!(db.count("SELECT count(*) FROM queen.messages", &[]), 5);
+
+    // and pop hands them out in push order
+    let mut seen = Vec::new();
+    while let Some(got) = b.pop("/api/v1/pop/queue/fq?batch=2&autoAck=true") {
+        let msgs = got["messages"].as_array().cloned().unwrap_or_default();
+        seen.extend(msgs.iter().map(|m| m["transactionId"].as_str().unwrap().to_string()));
+    }
+    assert_eq!(seen, ["old", "n1", "n2", "n3", "n4"]);
+}
+
 #[test]
 fn same_transaction_id_in_two_partitions_is_two_messages() {
     let db = Db::fresh();

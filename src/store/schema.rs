@@ -87,6 +87,10 @@ const FILES: &[(&str, &str)] = &[
         "061_pop_compact.sql",
         include_str!("../../sql/061_pop_compact.sql"),
     ),
+    (
+        "062_push_plain.sql",
+        include_str!("../../sql/062_push_plain.sql"),
+    ),
 ];
 
 /// Applies every file; returns the name of the file that failed with the error.
