@@ -93,7 +93,10 @@ fn duplicates_on_an_existing_partition_fail_alone_and_the_newest_pointer_follows
     let db = Db::fresh();
     let b = Broker::start(&db);
     let old = b.push(json!([{"queue": "fq", "partition": "p", "transactionId": "old"}]));
-    assert_eq!(newest_of(&db, "fq", "p").as_deref(), old[0]["message_id"].as_str());
+    assert_eq!(
+        newest_of(&db, "fq", "p").as_deref(),
+        old[0]["message_id"].as_str()
+    );
 
     // the partition exists now: a plain insert first, then the duplicate path
     let res = b.push(json!([
@@ -106,7 +109,10 @@ fn duplicates_on_an_existing_partition_fail_alone_and_the_newest_pointer_follows
     assert_eq!(status, ["queued", "duplicate", "queued", "duplicate"]);
     assert_eq!(res[1]["message_id"], old[0]["message_id"]);
     assert_eq!(res[3]["message_id"], res[2]["message_id"]);
-    assert_eq!(newest_of(&db, "fq", "p").as_deref(), res[2]["message_id"].as_str());
+    assert_eq!(
+        newest_of(&db, "fq", "p").as_deref(),
+        res[2]["message_id"].as_str()
+    );
 
     // no duplicate: the pointer moves to the greatest id of the request
     let fresh = b.push(json!([
@@ -114,14 +120,20 @@ fn duplicates_on_an_existing_partition_fail_alone_and_the_newest_pointer_follows
         {"queue": "fq", "partition": "p", "transactionId": "n4"},
     ]));
     assert_eq!(fresh[1]["status"], "queued");
-    assert_eq!(newest_of(&db, "fq", "p").as_deref(), fresh[1]["message_id"].as_str());
+    assert_eq!(
+        newest_of(&db, "fq", "p").as_deref(),
+        fresh[1]["message_id"].as_str()
+    );
     assert_eq!(db.count("SELECT count(*) FROM queen.messages", &[]), 5);
 
     // and pop hands them out in push order
     let mut seen = Vec::new();
     while let Some(got) = b.pop("/api/v1/pop/queue/fq?batch=2&autoAck=true") {
         let msgs = got["messages"].as_array().cloned().unwrap_or_default();
-        seen.extend(msgs.iter().map(|m| m["transactionId"].as_str().unwrap().to_string()));
+        seen.extend(
+            msgs.iter()
+                .map(|m| m["transactionId"].as_str().unwrap().to_string()),
+        );
     }
     assert_eq!(seen, ["old", "n1", "n2", "n3", "n4"]);
 }
