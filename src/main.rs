@@ -27,6 +27,7 @@
 
 #![warn(missing_docs, missing_debug_implementations)]
 
+mod alloc;
 mod api;
 mod auth;
 mod config;
@@ -54,21 +55,8 @@ use std::sync::Arc;
 /// the DB job queue can hold in flight for one shard at a time, not more.
 const REPLY_INBOX_DEPTH: usize = 2048;
 
-/// glibc malloc arenas for the whole process. glibc gives every thread that
-/// allocates its own arena (up to 8 per core), and each keeps its high-water
-/// mark of freed request JSON; with ~12 shard, DB and mesh threads a push
-/// b100 c50 run peaked at 48 MiB with the default and at 37-39 MiB with one
-/// or two arenas, at the same throughput (PostgreSQL, not malloc, is the
-/// bottleneck). Measured after the notice rings were shrunk and push stopped
-/// holding two copies of every payload: before those, the cap alone did not
-/// show.
-const MALLOC_ARENAS: libc::c_int = 2;
-
 fn main() {
-    // SAFETY: mallopt only sets a glibc tuning value; called before any other thread exists.
-    unsafe {
-        libc::mallopt(libc::M_ARENA_MAX, MALLOC_ARENAS);
-    }
+    alloc::init();
     let cfg = match Config::from_env() {
         Ok(c) => c,
         Err(e) => {
