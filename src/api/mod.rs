@@ -258,5 +258,7 @@ pub fn ok_json(v: &serde_json::Value) -> Response {
 
 /// A JSON answer with `status`.
 pub fn json(status: u16, v: &serde_json::Value) -> Response {
-    Response::json(status, v.to_string().into_bytes())
+    // to_vec writes the bytes directly (to_string goes through fmt::Write);
+    // a Value has string keys only, so it always serialises
+    Response::json(status, serde_json::to_vec(v).unwrap_or_default())
 }

@@ -9,10 +9,13 @@ use super::{json, params};
 use crate::error::ApiError;
 use crate::ids::uuid_v7;
 use crate::shard::Shard;
-use crate::store::StoreError;
+use crate::store::{PushStatus, StoreError};
+use serde::Serialize;
 use serde_json::{json, Map, Value};
 use shards::http::{Request, Response};
+use std::collections::HashMap;
 use std::rc::Rc;
+use uuid::Uuid;
 
 /// Name of the partition an item without one goes to.
 pub const DEFAULT_PARTITION: &str = "Default";
@@ -96,52 +99,94 @@ pub async fn handle(shard: &Rc<Shard>, req: &Request) -> Result<Response, ApiErr
     let tenant = crate::auth::tenant(&shard.cfg, req)?;
     let mut items = stored_items(raw)?;
     super::seal::seal(shard, req, &tenant, &mut items).await;
-    let echo: Vec<(String, String, Value)> = items
-        .iter()
-        .map(|i| {
-            (
-                i["queue"].as_str().unwrap_or("").to_string(),
-                i["partition"].as_str().unwrap_or("").to_string(),
-                i["txid"].clone(),
-            )
-        })
-        .collect();
+    let echo = Echo::of(&items);
     let results = match shard.lane(&tenant).push(items).await {
         Ok(r) => r,
         Err(StoreError::Db(m)) => return Err(ApiError::Internal(m)),
         Err(e) => return Err(e.into()),
     };
-    shard
-        .counters
-        .pushed_to(echo.iter().map(|(q, _, _)| q.as_str()));
-    let out: Vec<Value> = results
-        .into_iter()
-        .zip(echo)
+    shard.counters.pushed_to(echo.queues());
+    let out: Vec<ItemAnswer<'_>> = results
+        .iter()
+        .zip(&echo.items)
         .enumerate()
-        .map(|(index, (r, (queue, partition, txid)))| {
-            if r.get("status").and_then(Value::as_str) == Some("buffered") {
-                // http-api.md §3: no partition_id / trace_id before PostgreSQL has it.
-                return json!({
-                    "index": index,
-                    "transaction_id": txid,
-                    "message_id": r.get("message_id").cloned().unwrap_or(Value::Null),
-                    "status": "buffered",
-                    "queue": queue,
-                    "partition": partition,
-                });
+        .map(|(index, (r, (k, txid)))| {
+            let (queue, partition) = &echo.pairs[*k];
+            // http-api.md §3: no partition_id / trace_id before PostgreSQL has it.
+            let stored = r.status != PushStatus::Buffered;
+            ItemAnswer {
+                index,
+                transaction_id: txid,
+                message_id: r.message_id,
+                status: r.status.as_str(),
+                partition_id: stored.then_some(r.partition_id),
+                trace_id: stored.then_some(r.trace_id),
+                queue,
+                partition,
             }
-            json!({
-                "index": index,
-                "transaction_id": txid,
-                "message_id": r.get("message_id").cloned().unwrap_or(Value::Null),
-                "status": r.get("status").cloned().unwrap_or(Value::Null),
-                "partition_id": r.get("partition_id").cloned().unwrap_or(Value::Null),
-                "trace_id": r.get("trace_id").cloned().unwrap_or(Value::Null),
-                "queue": queue,
-                "partition": partition,
-            })
         })
         .collect();
+    let body = serde_json::to_vec(&out).map_err(|e| ApiError::Internal(e.to_string()))?;
     shard.counters.pushed(out.len());
-    Ok(json(201, &Value::Array(out)))
+    Ok(Response::json(201, body))
+}
+
+/// One item of the push answer (http-api.md §3), serialised straight from
+/// the typed result (no JSON tree per item).
+#[derive(Serialize)]
+struct ItemAnswer<'a> {
+    index: usize,
+    transaction_id: &'a str,
+    message_id: Option<Uuid>,
+    status: &'static str,
+    /// Absent (not null) for a buffered item.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    partition_id: Option<Option<Uuid>>,
+    /// Absent (not null) for a buffered item.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    trace_id: Option<Option<Uuid>>,
+    queue: &'a str,
+    partition: &'a str,
+}
+
+/// What the answer repeats from the request, kept while the items are in
+/// flight: each distinct (queue, partition) once (a request's items mostly
+/// share one) and each item's transaction id.
+struct Echo {
+    /// Distinct (queue, partition) pairs, in first-seen order.
+    pairs: Vec<(String, String)>,
+    /// Per item: its pair and transaction id.
+    items: Vec<(usize, String)>,
+}
+
+impl Echo {
+    fn of(items: &[Value]) -> Echo {
+        let mut e = Echo {
+            pairs: Vec::new(),
+            items: Vec::with_capacity(items.len()),
+        };
+        // pair index by names; a run of items on one pair skips the lookup
+        let mut seen: HashMap<(&str, &str), usize> = HashMap::new();
+        let mut last: Option<(&str, &str, usize)> = None;
+        for i in items {
+            let queue = i["queue"].as_str().unwrap_or("");
+            let partition = i["partition"].as_str().unwrap_or("");
+            let k = match last {
+                Some((q, p, k)) if q == queue && p == partition => k,
+                _ => *seen.entry((queue, partition)).or_insert_with(|| {
+                    e.pairs.push((queue.to_string(), partition.to_string()));
+                    e.pairs.len() - 1
+                }),
+            };
+            last = Some((queue, partition, k));
+            let txid = i["txid"].as_str().unwrap_or("").to_string();
+            e.items.push((k, txid));
+        }
+        e
+    }
+
+    /// Each item's queue name (for the per-queue counters).
+    fn queues(&self) -> impl Iterator<Item = &str> {
+        self.items.iter().map(|(k, _)| self.pairs[*k].0.as_str())
+    }
 }

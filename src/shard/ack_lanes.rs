@@ -112,6 +112,10 @@ impl Batcher for AckBatch {
         match shard.db.submit(job).await {
             StoreReply::Push(results) => results.into_iter().map(|r| r.map(Value::Array)).collect(),
             StoreReply::PushRefused { err, .. } => (0..n).map(|_| Err(err.clone())).collect(),
+            StoreReply::Pushed(_) => {
+                let e = StoreError::Db("push reply to an ack batch".into());
+                (0..n).map(|_| Err(e.clone())).collect()
+            }
             StoreReply::Value(v) => {
                 let e = v
                     .err()

@@ -96,7 +96,7 @@ impl DbClient {
     pub async fn call(&self, proc: Proc, arg: Value) -> Result<Value, StoreError> {
         match self.submit(Job::Call { proc, arg }).await {
             StoreReply::Value(v) => v,
-            StoreReply::Push(_) | StoreReply::PushRefused { .. } => {
+            StoreReply::Push(_) | StoreReply::Pushed(_) | StoreReply::PushRefused { .. } => {
                 Err(StoreError::Db("push reply to a call".into()))
             }
         }

@@ -12,7 +12,7 @@
 use super::fusion::{Batcher, Lane};
 use crate::mesh::Notice;
 use crate::shard::Shard;
-use crate::store::{Job, StoreError, StoreReply};
+use crate::store::{Job, Pushed, StoreError, StoreReply};
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::rc::{Rc, Weak};
@@ -25,7 +25,7 @@ pub const MAX_INFLIGHT_BATCHES: usize = 4;
 /// goes alone, whole (a request is never split across transactions).
 pub const MAX_BATCH_ITEMS: usize = 1000;
 
-type Answer = Result<Vec<Value>, StoreError>;
+type Answer = Result<Vec<Pushed>, StoreError>;
 
 /// How a request's batch ended.
 #[derive(Debug)]
@@ -109,7 +109,7 @@ impl Batcher for PushBatch {
         };
         let mut any_ok = false;
         let out: Vec<Outcome> = match shard.db.submit(job).await {
-            StoreReply::Push(results) => {
+            StoreReply::Pushed(results) => {
                 any_ok = results.iter().any(Result::is_ok);
                 results.into_iter().map(Outcome::Done).collect()
             }
@@ -119,6 +119,10 @@ impl Batcher for PushBatch {
                     .into_iter()
                     .map(|c| Outcome::Refused(items.by_ref().take(c).collect(), err.clone()))
                     .collect()
+            }
+            StoreReply::Push(_) => {
+                let e = StoreError::Db("ack reply to a push".into());
+                (0..n).map(|_| Outcome::Done(Err(e.clone()))).collect()
             }
             StoreReply::Value(v) => {
                 let e = v

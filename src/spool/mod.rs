@@ -266,7 +266,11 @@ impl Spool {
 
     /// Appends `items` durably and answers them `buffered`; 503 when the
     /// disk refuses.
-    pub async fn append(&self, tenant: &str, items: Vec<Value>) -> Result<Vec<Value>, StoreError> {
+    pub async fn append(
+        &self,
+        tenant: &str,
+        items: Vec<Value>,
+    ) -> Result<Vec<crate::store::Pushed>, StoreError> {
         if let Some(why) = self.broken.borrow().clone() {
             return Err(StoreError::Unavailable(format!("spool unavailable: {why}")));
         }
@@ -289,7 +293,10 @@ impl Spool {
         }
         Ok(items
             .iter()
-            .map(|i| json!({"message_id": i["id"], "status": "buffered"}))
+            .map(|i| {
+                let id = i["id"].as_str().and_then(|s| uuid::Uuid::parse_str(s).ok());
+                crate::store::Pushed::buffered(id)
+            })
             .collect())
     }
 

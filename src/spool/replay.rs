@@ -320,7 +320,7 @@ async fn replay_lane(
         let reply = shard.db.submit(job).await;
         flight.end();
         let results = match reply {
-            StoreReply::Push(r) => r,
+            StoreReply::Pushed(r) => r.into_iter().map(|r| r.map(drop)).collect(),
             StoreReply::PushRefused { err, items, .. } => {
                 for (r, i) in batch.iter_mut().zip(items) {
                     r.item = i;
@@ -328,6 +328,7 @@ async fn replay_lane(
                 vec![Err(err)]
             }
             StoreReply::Value(v) => vec![Err(v.err().unwrap_or(StoreError::Busy))],
+            StoreReply::Push(_) => vec![Err(StoreError::Db("ack reply to a replay batch".into()))],
         };
         if let Some(e) = results.iter().find_map(|r| r.as_ref().err()) {
             // Nothing of the batch committed (one transaction): put back any

@@ -16,6 +16,7 @@
 use super::jobs::*;
 use super::pg_tls::Connector;
 use super::schema;
+use super::Pushed;
 use crate::config::Config;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use postgres::types::Type;
@@ -206,6 +207,10 @@ fn log_link(reply: &StoreReply) {
             Err(StoreError::Unavailable(m)) => Some(m),
             _ => None,
         }),
+        StoreReply::Pushed(v) => v.iter().find_map(|r| match r {
+            Err(StoreError::Unavailable(m)) => Some(m),
+            _ => None,
+        }),
         _ => None,
     };
     if PG_LOST.load(Ordering::Relaxed) == lost.is_some() {
@@ -271,7 +276,7 @@ fn run(pool: &Pool, job: Job) -> StoreReply {
                     let err = e.clone();
                     StoreReply::PushRefused { items, counts, err }
                 }
-                _ => StoreReply::Push(results),
+                _ => StoreReply::Pushed(results),
             }
         }
     }
@@ -284,7 +289,7 @@ fn push_batch(
     tenant: &str,
     items: &[Value],
     counts: &[usize],
-) -> Vec<Result<Vec<Value>, StoreError>> {
+) -> Vec<Result<Vec<Pushed>, StoreError>> {
     match push_call(c, tenant, items) {
         Ok(results) => split(results, counts),
         Err(StoreError::Db(_)) if counts.len() > 1 => {
@@ -300,7 +305,7 @@ fn push_batch(
     }
 }
 
-fn split(results: Vec<Value>, counts: &[usize]) -> Vec<Result<Vec<Value>, StoreError>> {
+fn split<T>(results: Vec<T>, counts: &[usize]) -> Vec<Result<Vec<T>, StoreError>> {
     let mut it = results.into_iter();
     counts
         .iter()
@@ -312,7 +317,7 @@ fn push_call(
     c: &mut postgres::Client,
     tenant: &str,
     items: &[Value],
-) -> Result<Vec<Value>, StoreError> {
+) -> Result<Vec<Pushed>, StoreError> {
     // Typed arrays in, compact answer expanded per item (src/store/push_typed.rs).
     super::push_typed::call(c, tenant, items, classify)
 }

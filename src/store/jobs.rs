@@ -223,9 +223,12 @@ impl fmt::Display for StoreError {
 pub enum StoreReply {
     /// A procedure's jsonb result (or `Health`'s `null`).
     Value(Result<Value, StoreError>),
-    /// A push batch: one result per request, each the request's slice of
+    /// An ack batch: one result per request, each the request's slice of
     /// per-item results.
     Push(Vec<Result<Vec<Value>, StoreError>>),
+    /// A push batch: one result per request, each the request's slice of
+    /// per-item answers.
+    Pushed(Vec<Result<Vec<super::Pushed>, StoreError>>),
     /// A push batch that never reached PostgreSQL (no connection, job queue
     /// full): its items come back, request after request, so the shard can
     /// spool them without having kept a copy of every push.

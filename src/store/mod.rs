@@ -11,6 +11,8 @@ pub mod jobs;
 pub mod pg_tls;
 pub mod pop_compact;
 pub mod push_typed;
+pub mod pushed;
 pub mod schema;
 
 pub use jobs::{Job, JobEnvelope, Proc, ReplyEnvelope, RequestId, StoreError, StoreReply};
+pub use pushed::{PushStatus, Pushed};

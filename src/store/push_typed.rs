@@ -1,9 +1,6 @@
-//! One push batch as one call of `queen.push_typed` (sql/060): the items go
-//! to PostgreSQL as one typed array per column, and its compact answer is
-//! expanded here into one result per item in the shape `queen.push_batch`
-//! answers (`{message_id, status, partition_id, queue_id, trace_id,
-//! transaction_id}`), so the lanes, the spool replay and the push endpoint
-//! are unchanged.
+//! One push batch as one round trip: the items go to PostgreSQL as one typed
+//! array per column, and its compact answer is expanded here into one typed
+//! [`Pushed`] per item, which the push endpoint serialises.
 //!
 //! The call goes to `queen.push_plain` (sql/062), which inserts without
 //! speculative insertion and hands the call to `queen.push_typed` (sql/060)
@@ -19,16 +16,16 @@
 //! answer carries only what the broker does not know: the ids of each pair
 //! and, for the items not inserted, the id of the message already there.
 
-use super::StoreError;
+use super::{PushStatus, Pushed, StoreError};
 use postgres::types::{ToSql, Type};
-use serde_json::{Map, Value};
+use serde_json::Value;
 use std::collections::HashMap;
 use uuid::Uuid;
 
 /// The statement a push batch runs: `queen.push_plain` (sql/062) inserts
 /// without `ON CONFLICT` and falls back to `queen.push_typed` (sql/060) when
 /// a row is a duplicate; both answer alike.
-const SQL: &str = "SELECT pids, qids, dup_ord, dup_id \
+const SQL: &str = "SELECT pids, dup_ord, dup_id \
                    FROM queen.push_plain($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)";
 
 /// Partition name of an item without one (as the push endpoint stores it).
@@ -125,8 +122,6 @@ fn newest_per_pair(c: &Columns<'_>) -> Vec<Uuid> {
 struct Answer {
     /// Partition id per pair.
     pids: Vec<Uuid>,
-    /// Queue id per pair.
-    qids: Vec<Uuid>,
     /// 1-based indexes of the items not inserted.
     dup_ord: Vec<i32>,
     /// The message already holding each one's transaction id (None: vanished).
@@ -134,13 +129,13 @@ struct Answer {
 }
 
 /// Pushes `items` for `tenant` in one round trip (one transaction); one
-/// result per item, in order.
+/// answer per item, in order.
 pub fn call(
     c: &mut postgres::Client,
     tenant: &str,
     items: &[Value],
     classify: fn(postgres::Error) -> StoreError,
-) -> Result<Vec<Value>, StoreError> {
+) -> Result<Vec<Pushed>, StoreError> {
     if items.is_empty() {
         return Ok(Vec::new());
     }
@@ -170,65 +165,49 @@ pub fn call(
             .try_get::<_, Option<_>>(0)
             .map_err(shape)?
             .unwrap_or_default(),
-        qids: row
+        dup_ord: row
             .try_get::<_, Option<_>>(1)
             .map_err(shape)?
             .unwrap_or_default(),
-        dup_ord: row
+        dup_id: row
             .try_get::<_, Option<_>>(2)
             .map_err(shape)?
             .unwrap_or_default(),
-        dup_id: row
-            .try_get::<_, Option<_>>(3)
-            .map_err(shape)?
-            .unwrap_or_default(),
     };
-    expand(items, &cols, &answer).map_err(|why| StoreError::Db(format!("push_typed: {why}")))
+    expand(&cols, &answer).map_err(|why| StoreError::Db(format!("push_typed: {why}")))
 }
 
-/// One result per item from the answer.
-fn expand(items: &[Value], cols: &Columns<'_>, a: &Answer) -> Result<Vec<Value>, String> {
-    if a.pids.len() != cols.qn.len() || a.qids.len() != cols.qn.len() {
+/// One answer per item from PostgreSQL's.
+fn expand(cols: &Columns<'_>, a: &Answer) -> Result<Vec<Pushed>, String> {
+    if a.pids.len() != cols.qn.len() {
         return Err(format!(
             "{} partition ids for {} pairs",
             a.pids.len(),
             cols.qn.len()
         ));
     }
-    let text = |u: &Uuid| Value::String(u.hyphenated().to_string());
-    let pids: Vec<Value> = a.pids.iter().map(text).collect();
-    let qids: Vec<Value> = a.qids.iter().map(text).collect();
-    let mut dups: HashMap<usize, Value> = HashMap::with_capacity(a.dup_ord.len());
-    for (ord, id) in a.dup_ord.iter().zip(&a.dup_id) {
-        let i = usize::try_from(*ord - 1).map_err(|_| format!("bad duplicate index {ord}"))?;
-        dups.insert(i, id.as_ref().map_or(Value::Null, text));
-    }
-    items
+    let mut out: Vec<Pushed> = cols
+        .pair
         .iter()
-        .enumerate()
-        .map(|(i, item)| {
-            // pair indexes are 1-based and < pairs + 1: made by `columns`
-            let k = cols.pair[i] as usize - 1;
-            let (status, id) = match dups.remove(&i) {
-                Some(existing) => ("duplicate", existing),
-                None => ("queued", item.get("id").cloned().unwrap_or(Value::Null)),
-            };
-            let mut r = Map::with_capacity(6);
-            r.insert("message_id".into(), id);
-            r.insert("status".into(), Value::String(status.into()));
-            r.insert("partition_id".into(), pids[k].clone());
-            r.insert("queue_id".into(), qids[k].clone());
-            r.insert(
-                "trace_id".into(),
-                cols.trace[i].as_ref().map_or(Value::Null, text),
-            );
-            r.insert(
-                "transaction_id".into(),
-                item.get("txid").cloned().unwrap_or(Value::Null),
-            );
-            Ok(Value::Object(r))
+        .zip(&cols.id)
+        .zip(&cols.trace)
+        .map(|((k, id), trace)| Pushed {
+            status: PushStatus::Queued,
+            message_id: Some(*id),
+            // pair indexes are 1..=pairs: made by `columns`
+            partition_id: Some(a.pids[*k as usize - 1]),
+            trace_id: *trace,
         })
-        .collect()
+        .collect();
+    for (ord, existing) in a.dup_ord.iter().zip(&a.dup_id) {
+        let slot = usize::try_from(*ord - 1)
+            .ok()
+            .and_then(|i| out.get_mut(i))
+            .ok_or_else(|| format!("bad duplicate index {ord}"))?;
+        slot.status = PushStatus::Duplicate;
+        slot.message_id = *existing;
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -280,44 +259,45 @@ mod tests {
     }
 
     #[test]
-    fn inserted_and_duplicate_items_get_their_results_in_order() {
+    fn inserted_and_duplicate_items_get_their_answers_in_order() {
         let items = items();
         let c = columns(&items).unwrap();
-        let (pa, pb, qq, old) = (
-            Uuid::from_u128(1),
-            Uuid::from_u128(2),
-            Uuid::from_u128(3),
-            Uuid::from_u128(4),
-        );
+        let (pa, pb, old) = (Uuid::from_u128(1), Uuid::from_u128(2), Uuid::from_u128(4));
         let a = Answer {
             pids: vec![pa, pb],
-            qids: vec![qq, qq],
             dup_ord: vec![2],
             dup_id: vec![Some(old)],
         };
-        let r = expand(&items, &c, &a).unwrap();
-        assert_eq!(r[0]["status"], "queued");
-        assert_eq!(r[0]["message_id"], I0);
-        assert_eq!(r[0]["partition_id"], pa.to_string());
-        assert_eq!(r[1]["status"], "duplicate");
-        assert_eq!(r[1]["message_id"], old.to_string());
-        assert_eq!(r[1]["partition_id"], pb.to_string());
-        assert_eq!(r[1]["trace_id"], "0193a000-0000-7000-8000-000000000001");
-        assert_eq!(r[1]["transaction_id"], "t1");
-        assert_eq!(r[2]["partition_id"], pa.to_string());
-        assert_eq!(r[2]["queue_id"], qq.to_string());
+        let r = expand(&c, &a).unwrap();
+        let id = |s: &str| Some(Uuid::parse_str(s).unwrap());
+        assert_eq!(r[0].status, PushStatus::Queued);
+        assert_eq!(r[0].message_id, id(I0));
+        assert_eq!(r[0].partition_id, Some(pa));
+        assert_eq!(r[1].status, PushStatus::Duplicate);
+        assert_eq!(r[1].message_id, Some(old));
+        assert_eq!(r[1].partition_id, Some(pb));
+        assert_eq!(r[1].trace_id, id("0193a000-0000-7000-8000-000000000001"));
+        assert_eq!(r[2].status, PushStatus::Queued);
+        assert_eq!(r[2].message_id, id(I2));
+        assert_eq!(r[2].partition_id, Some(pa));
+        assert_eq!(r[2].trace_id, None);
     }
 
     #[test]
-    fn an_answer_missing_a_pair_is_an_error() {
+    fn an_answer_missing_a_pair_or_with_a_bad_index_is_an_error() {
         let items = items();
         let c = columns(&items).unwrap();
-        let a = Answer {
+        let short = Answer {
             pids: vec![Uuid::nil()],
-            qids: vec![Uuid::nil()],
             dup_ord: vec![],
             dup_id: vec![],
         };
-        assert!(expand(&items, &c, &a).is_err());
+        assert!(expand(&c, &short).is_err());
+        let bad = Answer {
+            pids: vec![Uuid::nil(), Uuid::nil()],
+            dup_ord: vec![9],
+            dup_id: vec![None],
+        };
+        assert!(expand(&c, &bad).is_err());
     }
 }
