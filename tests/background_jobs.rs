@@ -165,3 +165,75 @@ fn two_brokers_on_one_database_never_run_the_same_job_at_once() {
     assert_eq!(overlaps, 0, "two runs of one job overlapped");
     drop((b1, b2));
 }
+
+/// Dead letters and traces of a message hang on it (sql/080 keeps the old
+/// foreign key's cascade with a statement trigger): `(dlq, traces)` rows of
+/// the messages of `queue`.
+fn refs_of(db: &Db, queue: &str) -> (i64, i64) {
+    let of = |table: &str| {
+        db.count(
+            &format!(
+                "SELECT count(*) FROM queen.{table} r JOIN queen.partitions p \
+                   ON p.id = r.partition_id JOIN queen.queues q ON q.id = p.queue_id \
+                 WHERE q.name = $1"
+            ),
+            &[&queue],
+        )
+    };
+    (of("dead_letter_queue"), of("message_traces"))
+}
+
+#[test]
+fn retention_deletes_the_dead_letters_and_traces_of_what_it_deletes() {
+    let db = Db::fresh();
+    // Push first, then let the job run: the dead letters and traces are added
+    // while the messages still exist.
+    let b = fast_jobs(&db).env("RETENTION_INTERVAL", "0").start();
+    b.configure(
+        "ret",
+        json!({"retentionEnabled": true, "retentionSeconds": 1}),
+    );
+    b.configure("keep", json!({}));
+    b.push_n("ret", "p", "a", 3);
+    b.push_n("keep", "p", "k", 2);
+    db.exec(
+        "INSERT INTO queen.dead_letter_queue (message_id, partition_id) \
+         SELECT id, partition_id FROM queen.messages; \
+         INSERT INTO queen.message_traces (message_id, partition_id, transaction_id) \
+         SELECT id, partition_id, transaction_id FROM queen.messages",
+    );
+    assert_eq!(refs_of(&db, "ret"), (3, 3));
+    drop(b);
+    let _b = fast_jobs(&db).start();
+    check_for(JOB_DEADLINE, || {
+        (messages_of(&db, "ret") == 0).then_some(())
+    });
+    assert_eq!(refs_of(&db, "ret"), (0, 0), "orphans left behind");
+    assert_eq!(refs_of(&db, "keep"), (2, 2), "other queues' rows kept");
+}
+
+#[test]
+fn a_dead_letter_or_trace_for_a_missing_message_is_refused() {
+    let db = Db::fresh();
+    let b = Broker::builder(&db).start();
+    b.push_n("q", "p", "a", 1);
+    let mut c = db.client();
+    for table in ["dead_letter_queue", "message_traces"] {
+        let cols = if table == "message_traces" {
+            "(message_id, partition_id, transaction_id) \
+             SELECT gen_random_uuid(), partition_id, 'x'"
+        } else {
+            "(message_id, partition_id) SELECT gen_random_uuid(), partition_id"
+        };
+        let err = c
+            .batch_execute(&format!(
+                "INSERT INTO queen.{table} {cols} FROM queen.messages"
+            ))
+            .expect_err("a row for a message that does not exist was accepted");
+        assert_eq!(
+            err.code(),
+            Some(&postgres::error::SqlState::FOREIGN_KEY_VIOLATION),
+            "{table}: {err}"
+        );
+    }
+}

@@ -91,6 +91,14 @@ const FILES: &[(&str, &str)] = &[
         "062_push_plain.sql",
         include_str!("../../sql/062_push_plain.sql"),
     ),
+    (
+        "079_retention_fast.sql",
+        include_str!("../../sql/079_retention_fast.sql"),
+    ),
+    (
+        "080_message_refs.sql",
+        include_str!("../../sql/080_message_refs.sql"),
+    ),
 ];
 
 /// Applies every file; returns the name of the file that failed with the error.
