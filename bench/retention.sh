@@ -24,7 +24,10 @@
 # PARTITIONS (100), DUR (30), WARM (2), RET_SECS (5), RET_INTERVAL (1000),
 # BROKER_BIN (default $CARGO_TARGET_DIR or <repo>/target, release/queen), QB
 # (default /tmp/target-bench/release/queen-bench; `cd bench && cargo build
-# --release`), NUM_WORKERS (2), DB_POOL_SIZE (8). Must run as root.
+# --release`), NUM_WORKERS (2), DB_POOL_SIZE (8), TAG (appended to the jsonl
+# name, e.g. base/head for an A/B), APPEND (1: append to that jsonl instead of
+# truncating it, for interleaved invocations), ORDER (alternate: even runs
+# measure on before off; default off then on). Must run as root.
 set -euo pipefail
 
 RUNS=${RUNS:-3}
@@ -53,8 +56,8 @@ done
 
 COMMIT=$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo nocommit)
 mkdir -p "$BENCH_DIR/results"
-JSONL="$BENCH_DIR/results/$(date +%F)-$COMMIT-retention.jsonl"
-: > "$JSONL"
+JSONL="$BENCH_DIR/results/$(date +%F)-$COMMIT-retention${TAG:+-$TAG}.jsonl"
+[ -n "${APPEND:-}" ] || : > "$JSONL"
 
 TMP=$(mktemp -d /tmp/queen-retention-bench.XXXXXX)
 chmod 755 "$TMP"
@@ -109,7 +112,11 @@ EOF
 OFF_T=(); OFF_50=(); OFF_99=(); ON_T=(); ON_50=(); ON_99=()
 ON_OPTS="{\"retentionEnabled\":true,\"retentionSeconds\":$RET_SECS,\"completedRetentionSeconds\":$RET_SECS}"
 for r in $(seq 1 "$RUNS"); do
-    for mode in off on; do
+    modes="off on"
+    # ORDER=alternate: even runs measure on first, so neither mode always runs
+    # second (after the other's rows and the autovacuum they trigger).
+    [ "${ORDER:-}" = alternate ] && [ $((r % 2)) -eq 0 ] && modes="on off"
+    for mode in $modes; do
         opts='{}'
         [ "$mode" = on ] && opts=$ON_OPTS
         checkpoint
