@@ -20,27 +20,39 @@ use uuid::Uuid;
 /// Name of the partition an item without one goes to.
 pub const DEFAULT_PARTITION: &str = "Default";
 
-/// One validated item, as `queen.push_batch` takes it. Consumes the raw item
-/// so that its payload moves into the stored item instead of being copied:
-/// a fused batch keeps thousands of items alive while it is in flight, and
-/// a second copy of every payload tree was most of the broker's peak RSS.
+/// One validated item, as the store takes it: `{queue, partition, id, txid,
+/// payload}` plus `traceId` when given (`encrypted` and `sub` are set by
+/// `seal` only; absent means false / none everywhere downstream).
+///
+/// Consumes the raw item and keeps its map: the payload is not copied (a
+/// fused batch keeps thousands of items alive while it is in flight, and a
+/// second copy of every payload tree was most of the broker's peak RSS), and
+/// the keys the client sent are reused rather than allocated again.
 pub fn stored_item(item: Value, index: usize) -> Result<Value, ApiError> {
     let Value::Object(mut m) = item else {
         return Err(ApiError::BadRequest(format!(
             "items[{index}] must be an object"
         )));
     };
-    let queue = match m.remove("queue") {
-        Some(Value::String(q)) => q,
+    // Only what the store reads stays; a client's own `encrypted`, `sub`,
+    // `id` or `txid` never does.
+    m.retain(|k, _| {
+        matches!(
+            k.as_str(),
+            "queue" | "partition" | "transactionId" | "traceId" | "payload"
+        )
+    });
+    match m.get("queue") {
+        Some(Value::String(q)) => params::check_name(q, "queue")?,
         _ => return Err(ApiError::BadRequest("Queue must be a string".into())),
-    };
-    params::check_name(&queue, "queue")?;
-    let partition = match m.remove("partition") {
-        None | Some(Value::Null) => DEFAULT_PARTITION.to_string(),
-        Some(Value::String(p)) => p,
+    }
+    match m.get("partition") {
+        None | Some(Value::Null) => {
+            m.insert("partition".into(), DEFAULT_PARTITION.into());
+        }
+        Some(Value::String(p)) => params::check_name(p, "partition")?,
         Some(_) => return Err(ApiError::BadRequest("Partition must be a string".into())),
-    };
-    params::check_name(&partition, "partition")?;
+    }
     let id = uuid_v7();
     let txid = match m.remove("transactionId") {
         None | Some(Value::Null) => id.clone(),
@@ -59,22 +71,26 @@ pub fn stored_item(item: Value, index: usize) -> Result<Value, ApiError> {
             ))
         }
     };
-    let trace = match m.remove("traceId") {
-        None | Some(Value::Null) => Value::Null,
-        Some(Value::String(t)) if params::is_uuid(&t) => Value::String(t),
+    match m.get("traceId") {
+        None => {}
+        Some(Value::Null) => {
+            m.remove("traceId");
+        }
+        Some(Value::String(t)) if params::is_uuid(t) => {}
         Some(Value::String(_)) => {
             return Err(ApiError::BadRequest("TraceId must be a UUID".into()))
         }
         Some(_) => return Err(ApiError::BadRequest("TraceId must be a string".into())),
-    };
-    let payload = m
-        .remove("payload")
-        .unwrap_or_else(|| Value::Object(Map::new()));
-    params::check_storable(&payload, "payload")?;
-    Ok(json!({
-        "queue": queue, "partition": partition, "id": id, "txid": txid, "traceId": trace,
-        "payload": payload, "encrypted": false, "sub": Value::Null,
-    }))
+    }
+    match m.get("payload") {
+        Some(payload) => params::check_storable(payload, "payload")?,
+        None => {
+            m.insert("payload".into(), Value::Object(Map::new()));
+        }
+    }
+    m.insert("id".into(), Value::String(id));
+    m.insert("txid".into(), Value::String(txid));
+    Ok(Value::Object(m))
 }
 
 /// Validates a list of raw items, consuming them.

@@ -12,9 +12,11 @@ use std::collections::BTreeSet;
 
 /// Stamps and, where due, encrypts `items` (as built by `push::stored_item`).
 pub async fn seal(shard: &Shard, req: &Request, tenant: &str, items: &mut [Value]) {
-    let sub = crate::auth::sub(&shard.cfg, req).map_or(Value::Null, Value::String);
-    for it in items.iter_mut() {
-        it["sub"] = sub.clone();
+    // no `sub` key at all without a token subject (absent reads as none)
+    if let Some(sub) = crate::auth::sub(&shard.cfg, req) {
+        for it in items.iter_mut() {
+            it["sub"] = Value::String(sub.clone());
+        }
     }
     let Some(cipher) = crate::crypto::cipher() else {
         return;
