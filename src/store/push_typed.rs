@@ -2,11 +2,6 @@
 //! array per column, and its compact answer is expanded here into one typed
 //! [`Pushed`] per item, which the push endpoint serialises.
 //!
-//! The call goes to `queen.push_plain` (sql/062), which inserts without
-//! speculative insertion and hands the call to `queen.push_typed` (sql/060)
-//! when a row is a duplicate; the broker sends each pair's greatest id so
-//! that PostgreSQL does not sort the inserted rows to find it.
-//!
 //! Runs on the DB threads. Why typed arrays: with one jsonb document
 //! PostgreSQL parsed every id, transaction id and name of every item as JSON
 //! and then pulled each back out as text and cast it; with binary `uuid[]`,
@@ -22,11 +17,9 @@ use serde_json::Value;
 use std::collections::HashMap;
 use uuid::Uuid;
 
-/// The statement a push batch runs: `queen.push_plain` (sql/062) inserts
-/// without `ON CONFLICT` and falls back to `queen.push_typed` (sql/060) when
-/// a row is a duplicate; both answer alike.
+/// The statement a push batch runs (`queen.push_typed`, sql/060).
 const SQL: &str = "SELECT pids, dup_ord, dup_id \
-                   FROM queen.push_plain($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)";
+                   FROM queen.push_typed($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)";
 
 /// Partition name of an item without one (as the push endpoint stores it).
 const DEFAULT_PARTITION: &str = "Default";
@@ -102,21 +95,6 @@ fn columns(items: &[Value]) -> Result<Columns<'_>, StoreError> {
     Ok(c)
 }
 
-/// The greatest id among each pair's items: the pair's newest message once
-/// they are all inserted (they share one timestamp), compared as PostgreSQL
-/// compares uuids (byte order).
-fn newest_per_pair(c: &Columns<'_>) -> Vec<Uuid> {
-    let mut last = vec![Uuid::nil(); c.qn.len()];
-    for (k, id) in c.pair.iter().zip(&c.id) {
-        // pair indexes are 1..=pairs: made by `columns`
-        let slot = &mut last[*k as usize - 1];
-        if *id > *slot {
-            *slot = *id;
-        }
-    }
-    last
-}
-
 /// What `queen.push_typed` answered.
 #[derive(Debug)]
 struct Answer {
@@ -141,8 +119,7 @@ pub fn call(
     }
     let cols = columns(items)?;
     let tenant = Uuid::parse_str(tenant).ok();
-    let last = newest_per_pair(&cols);
-    let params: [(&(dyn ToSql + Sync), Type); 11] = [
+    let params: [(&(dyn ToSql + Sync), Type); 10] = [
         (&tenant, Type::UUID),
         (&cols.qn, Type::TEXT_ARRAY),
         (&cols.pn, Type::TEXT_ARRAY),
@@ -153,7 +130,6 @@ pub fn call(
         (&cols.payload, Type::JSONB_ARRAY),
         (&cols.enc, Type::BOOL_ARRAY),
         (&cols.sub, Type::TEXT_ARRAY),
-        (&last, Type::UUID_ARRAY),
     ];
     let rows = c.query_typed(SQL, &params).map_err(classify)?;
     let row = rows
@@ -239,15 +215,6 @@ mod tests {
         assert_eq!(c.txid, [Some("t0"), Some("t1"), Some("t2")]);
         assert_eq!(c.payload[2], &Value::Null);
         assert!(c.trace[1].is_some() && c.trace[0].is_none());
-    }
-
-    #[test]
-    fn each_pair_gets_its_greatest_id() {
-        let items = items();
-        let c = columns(&items).unwrap();
-        let want_a = Uuid::parse_str(I2).unwrap();
-        let want_b = Uuid::parse_str(I1).unwrap();
-        assert_eq!(newest_per_pair(&c), [want_a, want_b]);
     }
 
     #[test]

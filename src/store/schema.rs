@@ -88,14 +88,6 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../../sql/061_pop_compact.sql"),
     ),
     (
-        "062_push_plain.sql",
-        include_str!("../../sql/062_push_plain.sql"),
-    ),
-    (
-        "063_push_plain_outside.sql",
-        include_str!("../../sql/063_push_plain_outside.sql"),
-    ),
-    (
         "079_retention_fast.sql",
         include_str!("../../sql/079_retention_fast.sql"),
     ),
