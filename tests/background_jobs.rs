@@ -23,6 +23,18 @@ fn messages_of(db: &Db, queue: &str) -> i64 {
     )
 }
 
+/// Queue `ret` (retention 1 s) with 3 messages and queue `keep` (no
+/// retention) with 2, the fixture of the retention tests.
+fn seed_ret_and_keep(b: &Broker) {
+    b.configure(
+        "ret",
+        json!({"retentionEnabled": true, "retentionSeconds": 1}),
+    );
+    b.configure("keep", json!({}));
+    b.push_n("ret", "p", "a", 3);
+    b.push_n("keep", "p", "k", 2);
+}
+
 fn history(db: &Db, kind: &str) -> i64 {
     db.count(
         "SELECT coalesce(sum(messages_deleted), 0)::bigint FROM queen.retention_history \
@@ -35,13 +47,7 @@ fn history(db: &Db, kind: &str) -> i64 {
 fn retention_deletes_messages_older_than_retention_seconds() {
     let db = Db::fresh();
     let b = fast_jobs(&db).start();
-    b.configure(
-        "ret",
-        json!({"retentionEnabled": true, "retentionSeconds": 1}),
-    );
-    b.configure("keep", json!({}));
-    b.push_n("ret", "p", "a", 3);
-    b.push_n("keep", "p", "k", 2);
+    seed_ret_and_keep(&b);
     check_for(JOB_DEADLINE, || {
         (messages_of(&db, "ret") == 0).then_some(())
     });
@@ -189,13 +195,7 @@ fn retention_deletes_the_dead_letters_and_traces_of_what_it_deletes() {
     // Push first, then let the job run: the dead letters and traces are added
     // while the messages still exist.
     let b = fast_jobs(&db).env("RETENTION_INTERVAL", "0").start();
-    b.configure(
-        "ret",
-        json!({"retentionEnabled": true, "retentionSeconds": 1}),
-    );
-    b.configure("keep", json!({}));
-    b.push_n("ret", "p", "a", 3);
-    b.push_n("keep", "p", "k", 2);
+    seed_ret_and_keep(&b);
     db.exec(
         "INSERT INTO queen.dead_letter_queue (message_id, partition_id) \
          SELECT id, partition_id FROM queen.messages; \
