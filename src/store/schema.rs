@@ -84,6 +84,10 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../../sql/060_push_typed.sql"),
     ),
     (
+        "064_push_lean.sql",
+        include_str!("../../sql/064_push_lean.sql"),
+    ),
+    (
         "061_pop_compact.sql",
         include_str!("../../sql/061_pop_compact.sql"),
     ),
