@@ -43,6 +43,12 @@ pg_start() {
     PGVER=$("${PSQL[@]}" -d queen -c "SHOW server_version")
 }
 
+# Drops and re-creates the database `queen` (the broker's schema is applied
+# again at its next boot), so that a round starts from empty tables.
+fresh_db() {
+    "${PSQL[@]}" -d postgres -c "DROP DATABASE IF EXISTS queen WITH (FORCE)" -c "CREATE DATABASE queen"
+}
+
 # Flushes dirty pages so one scenario's writes do not slow the next.
 checkpoint() { "${PSQL[@]}" -d queen -c CHECKPOINT >/dev/null 2>&1 || true; }
 
