@@ -10,8 +10,11 @@
 //! transaction under the try advisory lock 737004 (one broker of a cluster at a
 //! time; a busy lock is a skip). A round rescans at most `STATS_BATCH_SIZE`
 //! partitions (those a push, pop or ack touched since their last scan, never
-//! scanned ones, and any older than `STATS_RECONCILE_INTERVAL_MS`); rounds are
-//! chained until one comes back short, at most [`super::MAX_ROUNDS`] per cycle.
+//! scanned ones, and any older than `STATS_RECONCILE_INTERVAL_MS`); a cycle
+//! chains as many rounds as the partitions stale at its start need (the first
+//! round reports that count), at most [`super::MAX_ROUNDS`]. A rescan adds the
+//! rows appended since the previous one and counts from scratch only when rows
+//! were deleted or the reconcile interval passed (sql/081).
 //! `POST /api/v1/stats/refresh` runs the same rounds at once with `force`
 //! (every partition rescanned), bypassing the interval.
 
@@ -41,11 +44,17 @@ pub struct CycleReport {
     pub skipped: bool,
 }
 
-/// Runs rounds until one comes back short (or [`super::MAX_ROUNDS`]);
-/// `force` first marks every partition stale (one round only does that).
+/// Runs the rounds the partitions stale at the start need (fewer when one
+/// comes back short; at most [`super::MAX_ROUNDS`]); `force` first marks every
+/// partition stale (one round only does that).
 pub async fn cycle(shard: &Rc<Shard>, force: bool) -> Result<CycleReport, StoreError> {
     let cfg = &shard.cfg.jobs;
     let mut report = CycleReport::default();
+    // Rounds this cycle needs: the partitions stale when it began, a batch a round.
+    // Chaining "until a round comes back short" never ended under steady push,
+    // because a partition pushed to within the stats margin is stale again right
+    // after its scan; those wait for the next cycle.
+    let mut budget = super::MAX_ROUNDS;
     for round in 0..super::MAX_ROUNDS {
         let arg = json!({"batchSize": cfg.stats_batch, "reconcileMs": cfg.stats_reconcile_ms,
                          "force": force && round == 0, "broker": shard.cfg.server_id});
@@ -57,7 +66,12 @@ pub async fn cycle(shard: &Rc<Shard>, force: bool) -> Result<CycleReport, StoreE
         }
         let rows = r["rows"].as_u64().unwrap_or(0);
         report.partitions += rows;
-        if rows < u64::from(cfg.stats_batch) || shard.stopping.is_fired() {
+        if round == 0 {
+            let stale = r["stale"].as_u64().unwrap_or(0);
+            let batch = u64::from(cfg.stats_batch.max(1));
+            budget = u32::try_from(stale.div_ceil(batch)).map_or(budget, |n| n.clamp(1, budget));
+        }
+        if rows < u64::from(cfg.stats_batch) || round + 1 >= budget || shard.stopping.is_fired() {
             break;
         }
     }

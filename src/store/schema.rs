@@ -99,6 +99,10 @@ const FILES: &[(&str, &str)] = &[
         "080_message_refs.sql",
         include_str!("../../sql/080_message_refs.sql"),
     ),
+    (
+        "081_stats_incremental.sql",
+        include_str!("../../sql/081_stats_incremental.sql"),
+    ),
 ];
 
 /// Applies every file; returns the name of the file that failed with the error.
