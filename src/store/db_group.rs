@@ -114,8 +114,12 @@ fn pg_config(cfg: &Config) -> postgres::Config {
         .connect_timeout(cfg.pg.connect_timeout)
         .keepalives(true)
         .keepalives_idle(Duration::from_secs(60))
+        // jit=off: every statement the broker runs is short, but a plan over a
+        // large queen.messages is estimated above jit_above_cost, and PostgreSQL
+        // then compiles it with LLVM on every execution (compiled code is not
+        // cached): 685 ms of a 924 ms stats rescan of 2,114 partitions here.
         .options(&format!(
-            "-c statement_timeout={} -c lock_timeout={}",
+            "-c statement_timeout={} -c lock_timeout={} -c jit=off",
             cfg.pg.statement_timeout_ms, cfg.pg.lock_timeout_ms
         ));
     pg
