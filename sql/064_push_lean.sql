@@ -34,6 +34,7 @@ DECLARE
     v_missing int;
     v_locked  int;
     v_ins     int;
+    v_skip    int[];  -- items not inserted by this call (duplicates and replays)
 BEGIN
     IF v_n = 0 THEN
         RETURN;
@@ -111,22 +112,28 @@ BEGIN
     GET DIAGNOSTICS v_ins = ROW_COUNT;
 
     -- duplicates only when the INSERT skipped something (fresh snapshot: a concurrent
-    -- winner's row is visible now, and so is an earlier item of this same call)
+    -- winner's row is visible now, and so is an earlier item of this same call). An
+    -- item whose own id is already stored (a spool replay of a committed batch) is
+    -- answered as stored, as in 060, but it was not inserted now: its row carries an
+    -- older stamp than v_ts, and it must not move the newest-message pointer.
     IF v_ins < v_n THEN
-        SELECT array_agg(u.ord::int ORDER BY u.ord), array_agg(m.id ORDER BY u.ord)
-          INTO dup_ord, dup_id
+        SELECT array_agg(u.ord::int ORDER BY u.ord) FILTER (WHERE m.id IS DISTINCT FROM u.id),
+               array_agg(m.id ORDER BY u.ord) FILTER (WHERE m.id IS DISTINCT FROM u.id),
+               array_agg(u.ord::int)
+                   FILTER (WHERE m.id IS DISTINCT FROM u.id
+                              OR m.created_at IS DISTINCT FROM v_ts[u.k])
+          INTO dup_ord, dup_id, v_skip
           FROM unnest(p_pair, p_id, p_txid) WITH ORDINALITY AS u(k, id, txid, ord)
           LEFT JOIN queen.messages m
-            ON m.partition_id = pids[u.k] AND m.transaction_id = u.txid
-         WHERE m.id IS DISTINCT FROM u.id;
+            ON m.partition_id = pids[u.k] AND m.transaction_id = u.txid;
     END IF;
 
-    -- move each touched partition's newest message forward (inserted items only)
+    -- move each touched partition's newest message forward (items inserted now only)
     WITH last AS (
         SELECT pids[u.k] AS pid, v_ts[u.k] AS last_ts,
                (array_agg(u.id ORDER BY u.id DESC))[1] AS last_id
           FROM unnest(p_pair, p_id) WITH ORDINALITY AS u(k, id, ord)
-         WHERE dup_ord IS NULL OR u.ord <> ALL (dup_ord)
+         WHERE v_skip IS NULL OR u.ord <> ALL (v_skip)
          GROUP BY u.k
     ), upl AS (
         UPDATE queen.partition_lookup pl

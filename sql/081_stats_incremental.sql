@@ -20,11 +20,13 @@
 --
 -- Deletes are not appended rows, so a partition is counted from scratch instead
 -- when: it was never counted; POST /stats/refresh forced it (scanned_at
--- '-infinity'); its last full count is older than the reconcile interval; or the
--- retention, completed-retention or eviction job deleted from it since its last scan
--- (queen.retention_history). A delete that writes no history (a message deleted
--- through the API, a queue cleared) shows after the reconcile interval or a
--- refresh, as before. Scopes small enough to be counted live (sql/015:
+-- '-infinity'); its last full count is older than the reconcile interval; rows were
+-- deleted from it since its last scan, whoever deleted them (retention, eviction,
+-- the message and clear endpoints, a cascade): a statement-level trigger on
+-- queen.messages stamps the partition in queen.stats_deleted; or its row was last
+-- written by a scan that did not record a position (counted_at <> scanned_at: an
+-- older stats_rollup, as sql/015 briefly is again while a booting broker re-applies
+-- the files one by one). Scopes small enough to be counted live (sql/015:
 -- stats_use_rollup) never read these rows.
 
 DO $$
@@ -33,11 +35,47 @@ BEGIN
     -- columns exist already
     IF NOT EXISTS (SELECT 1 FROM pg_attribute
                     WHERE attrelid = 'queen.partition_stats'::regclass
-                      AND attname = 'counted_id' AND NOT attisdropped) THEN
+                      AND attname = 'counted_at' AND NOT attisdropped) THEN
         ALTER TABLE queen.partition_stats
-            ADD COLUMN counted_ts timestamptz,  -- position counted up to (created_at, id)
-            ADD COLUMN counted_id uuid,
-            ADD COLUMN full_at    timestamptz;  -- when total was last counted from scratch
+            ADD COLUMN IF NOT EXISTS counted_ts timestamptz,  -- position counted up to
+            ADD COLUMN IF NOT EXISTS counted_id uuid,         --   (created_at, id)
+            ADD COLUMN IF NOT EXISTS counted_at timestamptz,  -- scanned_at of that scan
+            ADD COLUMN IF NOT EXISTS full_at    timestamptz;  -- last count from scratch
+    END IF;
+END $$;
+
+-- Partitions rows were deleted from, and when (clock time of the deleting
+-- statement). Written by the trigger below, read by the rescan; no foreign key: a
+-- partition delete removes its messages from a trigger, after the partition row.
+CREATE TABLE IF NOT EXISTS queen.stats_deleted (
+    partition_id uuid PRIMARY KEY,
+    deleted_at   timestamptz NOT NULL
+);
+
+CREATE OR REPLACE FUNCTION queen.messages_stamp_deletes() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO queen.stats_deleted AS s (partition_id, deleted_at)
+    SELECT d.partition_id, clock_timestamp()
+      FROM (SELECT DISTINCT o.partition_id FROM old_rows o) d
+     WHERE EXISTS (SELECT 1 FROM queen.partitions pt WHERE pt.id = d.partition_id)
+    ON CONFLICT (partition_id) DO UPDATE SET deleted_at = EXCLUDED.deleted_at;
+    -- a partition deleted meanwhile leaves a row nobody reads again: drop those
+    DELETE FROM queen.stats_deleted s
+     WHERE s.partition_id IN (SELECT DISTINCT o.partition_id FROM old_rows o)
+       AND NOT EXISTS (SELECT 1 FROM queen.partitions pt WHERE pt.id = s.partition_id);
+    RETURN NULL;
+END $$;
+
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_trigger
+                    WHERE tgname = 'messages_stamp_deletes'
+                      AND tgrelid = 'queen.messages'::regclass) THEN
+        CREATE TRIGGER messages_stamp_deletes
+            AFTER DELETE ON queen.messages
+            REFERENCING OLD TABLE AS old_rows
+            FOR EACH STATEMENT EXECUTE FUNCTION queen.messages_stamp_deletes();
     END IF;
 END $$;
 
@@ -48,15 +86,16 @@ DROP FUNCTION IF EXISTS queen.stats_scan_partitions(uuid[]);
 -- scratch (see the file header for the other cases).
 CREATE OR REPLACE FUNCTION queen.stats_scan_partitions(p_pids uuid[], p_full_before timestamptz)
 RETURNS int LANGUAGE sql AS $$
-    WITH d AS (
+    WITH d AS MATERIALIZED (
         SELECT pl.partition_id AS pid, pl.queue_id AS qid, pt.name AS pname,
                pl.last_message_created_at AS last_ts, pl.last_message_id AS last_id,
                ps.total AS old_total, ps.counted_ts, ps.counted_id, ps.full_at,
                (ps.partition_id IS NULL OR ps.counted_ts IS NULL OR ps.full_at IS NULL
                 OR ps.full_at < p_full_before OR ps.scanned_at = '-infinity'
-                OR EXISTS (SELECT 1 FROM queen.retention_history h
-                            WHERE h.partition_id = pl.partition_id
-                              AND h.executed_at >= ps.scanned_at)) AS full
+                OR ps.counted_at IS DISTINCT FROM ps.scanned_at
+                OR EXISTS (SELECT 1 FROM queen.stats_deleted x
+                            WHERE x.partition_id = pl.partition_id
+                              AND x.deleted_at >= ps.scanned_at)) AS full
           FROM queen.partition_lookup pl
           JOIN queen.partitions pt ON pt.id = pl.partition_id
           LEFT JOIN queen.partition_stats ps ON ps.partition_id = pl.partition_id
@@ -64,14 +103,14 @@ RETURNS int LANGUAGE sql AS $$
     ), ins AS (
         INSERT INTO queen.partition_stats AS s (partition_id, queue_id, total, after_ref, inflight,
                                                lease_expires_at, dead, consumed, groups, scanned_at,
-                                               counted_ts, counted_id, full_at)
+                                               counted_ts, counted_id, counted_at, full_at)
         SELECT d.pid, d.qid, t.n,
                CASE WHEN r.ts IS NULL THEN t.n ELSE a.n END,
                coalesce(r.inflight, 0), r.lease_exp, dl.n, cs.n,
                queen.stats_groups(d.pid, d.qid, d.pname, d.last_ts, d.last_id),
                now() - queen.stats_margin(),
-               d.last_ts, d.last_id,
-               CASE WHEN d.full THEN now() ELSE d.full_at END
+               d.last_ts, d.last_id, now() - queen.stats_margin(),
+               CASE WHEN d.full THEN now() - queen.stats_margin() ELSE d.full_at END
           FROM d
           CROSS JOIN LATERAL (
               SELECT CASE WHEN d.full THEN
@@ -102,15 +141,21 @@ RETURNS int LANGUAGE sql AS $$
             inflight = EXCLUDED.inflight, lease_expires_at = EXCLUDED.lease_expires_at,
             dead = EXCLUDED.dead, consumed = EXCLUDED.consumed, groups = EXCLUDED.groups,
             scanned_at = EXCLUDED.scanned_at, counted_ts = EXCLUDED.counted_ts,
-            counted_id = EXCLUDED.counted_id, full_at = EXCLUDED.full_at
+            counted_id = EXCLUDED.counted_id, counted_at = EXCLUDED.counted_at,
+            full_at = EXCLUDED.full_at
         RETURNING 1
     )
     SELECT count(*)::int FROM ins
 $$;
 
 -- queen.stats_rollup(p): as sql/015, plus `stale` in the answer (partitions that
--- needed a rescan when the round began, this round's included); the rescan gets the
--- reconcile horizon so that a partition is counted from scratch at least that often.
+-- needed a rescan when the round began, this round's included) and `last` in the
+-- argument (the broker's last round of a cycle: roll the queues up even if full).
+-- Forced ('-infinity') partitions come first, then never-scanned ones, then the
+-- oldest scans, so a partition created during a forced cycle cannot take a marked
+-- one's place, and one scanned earlier in the cycle comes after all the others. The
+-- rescan gets the reconcile horizon so that a partition is counted from scratch at
+-- least that often.
 CREATE OR REPLACE FUNCTION queen.stats_rollup(p jsonb) RETURNS jsonb
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -139,7 +184,10 @@ BEGIN
       INTO v_pids, v_stale
       FROM (
         SELECT pl.partition_id AS pid,
-               row_number() OVER (ORDER BY ps.scanned_at NULLS FIRST) AS rn
+               row_number() OVER (
+                   ORDER BY CASE WHEN ps.scanned_at = '-infinity' THEN 0
+                                 WHEN ps.scanned_at IS NULL THEN 1 ELSE 2 END,
+                            ps.scanned_at) AS rn
           FROM queen.partition_lookup pl
           LEFT JOIN queen.partition_stats ps ON ps.partition_id = pl.partition_id
          WHERE ps.partition_id IS NULL
@@ -152,7 +200,9 @@ BEGIN
     IF v_pids IS NOT NULL THEN
         v_n := queen.stats_scan_partitions(v_pids, v_reconcile);
     END IF;
-    IF v_n < v_batch THEN
+    -- the queue rows once the cycle's partitions are done: this round came back
+    -- short, or covered every stale partition, or the broker says it is the last
+    IF v_n < v_batch OR v_stale <= v_batch OR coalesce((p->>'last')::boolean, false) THEN
         v_q := queen.stats_rollup_queues();
     END IF;
     DELETE FROM queen.job_runs r WHERE r.job = 'stats' AND r.started_at < now() - interval '1 day';

@@ -345,3 +345,43 @@ fn concurrent_pushes_with_one_invalid_are_answered_from_their_own_slices() {
         "nothing of the invalid request stored"
     );
 }
+
+#[test]
+fn a_replayed_stored_item_is_answered_stored_and_leaves_the_newest_pointer() {
+    let db = Db::fresh();
+    let b = Broker::start(&db);
+    let first = b.push(
+        json!([{"queue": "rq", "partition": "p", "transactionId": "t1",
+                               "payload": {"n": 1}}]),
+    );
+    let second = b.push(
+        json!([{"queue": "rq", "partition": "p", "transactionId": "t2",
+                                "payload": {"n": 2}}]),
+    );
+    let second_id = second[0]["message_id"].as_str().unwrap().to_string();
+    assert_eq!(
+        newest_of(&db, "rq", "p").as_deref(),
+        Some(second_id.as_str())
+    );
+
+    // what the spool sends again after a crash between commit and its own record:
+    // the same id and transaction id as the stored first message
+    let first_id: uuid::Uuid = first[0]["message_id"].as_str().unwrap().parse().unwrap();
+    let rows = db.query(
+        "SELECT dup_ord FROM queen.push_typed(NULL, ARRAY['rq'], ARRAY['p'], ARRAY[1], \
+         ARRAY[$1::uuid], ARRAY['t1'], ARRAY[NULL]::uuid[], ARRAY['{}'::jsonb], \
+         ARRAY[false], ARRAY[NULL]::text[])",
+        &[&first_id],
+    );
+    let dup: Option<Vec<i32>> = rows[0].get(0);
+    assert_eq!(
+        dup, None,
+        "its own id is stored: answered as stored, not duplicate"
+    );
+    assert_eq!(
+        newest_of(&db, "rq", "p").as_deref(),
+        Some(second_id.as_str()),
+        "the replay inserted nothing, so the newest message is still the second"
+    );
+    assert_eq!(db.count("SELECT count(*) FROM queen.messages", &[]), 2);
+}

@@ -56,8 +56,11 @@ pub async fn cycle(shard: &Rc<Shard>, force: bool) -> Result<CycleReport, StoreE
     // after its scan; those wait for the next cycle.
     let mut budget = super::MAX_ROUNDS;
     for round in 0..super::MAX_ROUNDS {
+        // `last`: roll the queue rows up even when this round comes back full
+        // (round 0 decides that itself from the stale count)
         let arg = json!({"batchSize": cfg.stats_batch, "reconcileMs": cfg.stats_reconcile_ms,
-                         "force": force && round == 0, "broker": shard.cfg.server_id});
+                         "force": force && round == 0, "broker": shard.cfg.server_id,
+                         "last": round > 0 && round + 1 >= budget});
         let r = shard.db.call(Proc::StatsRollup, arg).await?;
         report.rounds += 1;
         if r["ran"] != true {
