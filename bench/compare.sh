@@ -77,36 +77,41 @@ QB="$BENCH_TARGET/release/queen-bench"
 pg_start
 
 # One build's scenarios, labelled with its name.
-# Each round starts on an empty database, as the ceiling's table does. Rounds
-# used to share one database: a later round then pushed into tables that
-# earlier rounds had grown by millions of rows, whose random-txid index pages
-# each cost a full-page image in the WAL after every checkpoint. That slows
-# any INSERT, the ceiling's included, so it made a later round pay for the
-# earlier ones and set the broker on a grown table against a ceiling on an
-# empty one.
+# Every scenario starts on an empty database and a fresh broker, as the
+# ceiling's table starts empty. Scenarios used to share one database: a later
+# one then wrote into tables the earlier ones had grown by a million rows or
+# more, whose random-txid index pages each cost a full-page image in the WAL
+# after the checkpoint before it, so push b10 over 1,000 partitions ran
+# fsync-bound at 8-11k msg/s or not at 18-24k, depending on how much the
+# scenarios before it had pushed: a faster build paid for its own speed.
 round() {
     local name=$1 r=$2
-    fresh_db
-    broker_start "$TMP/queen-$name" || return 1
-    local q=("$QB" --url "$URL" --pid "$BROKER_PID" --pg-pid "$PGPID" --json --label "$name")
     # batch/partitions: b100 over 100 partitions, the yardstick's shape (the
     # original's 18,500 msg/s and the issue's "0.5x the INSERT ceiling" were
-    # taken in it), first so that it meets the empty tables the ceiling meets;
-    # then b100 and b10 over 1,000 partitions (ours, harsher).
+    # taken in it); b100 and b10 over 1,000 partitions (ours, harsher).
     for shape in "100 100" "100 1000" "10 1000"; do
         set -- $shape
-        checkpoint
-        "${q[@]}" push --batch "$1" --conns 50 --partitions "$2" --duration "$DUR" --warmup "$WARM" \
+        scenario_start "$name" || return 1
+        "${Q[@]}" push --batch "$1" --conns 50 --partitions "$2" --duration "$DUR" --warmup "$WARM" \
             --payload-bytes 100 >>"$JSONL" || bench_log "$name push b$1 p$2 exited $?"
     done
-    checkpoint
-    "${q[@]}" drain --prefill "$PREFILL" --partitions 100 --batch 100 --conns 10 >>"$JSONL" \
+    scenario_start "$name" || return 1
+    "${Q[@]}" drain --prefill "$PREFILL" --partitions 100 --batch 100 --conns 10 >>"$JSONL" \
         || bench_log "$name drain exited $?"
-    checkpoint
-    "${q[@]}" latency --rate 1000 --batch 10 --producers 4 --consumers 4 --partitions 10 \
+    scenario_start "$name" || return 1
+    "${Q[@]}" latency --rate 1000 --batch 10 --producers 4 --consumers 4 --partitions 10 \
         --duration "$DUR" --warmup "$WARM" >>"$JSONL" || bench_log "$name latency exited $?"
     broker_stop
     bench_log "round $r: $name done"
+}
+
+# Fresh database, checkpoint, build $1's broker; sets Q (the bench command).
+scenario_start() {
+    broker_stop
+    fresh_db >/dev/null
+    checkpoint
+    broker_start "$TMP/queen-$1" || return 1
+    Q=("$QB" --url "$URL" --pid "$BROKER_PID" --pg-pid "$PGPID" --json --label "$1")
 }
 
 # The PostgreSQL INSERT b100 ceiling, broker stopped, before and after the rounds.
