@@ -91,6 +91,14 @@ round() {
     # taken in it); b100 and b10 over 1,000 partitions (ours, harsher).
     for shape in "100 100" "100 1000" "10 1000"; do
         set -- $shape
+        if [ "$2" = 100 ]; then
+            # the target's ratio pairs this push with the ceiling right before it:
+            # the box's speed drifts within a compare (ceilings of 74k and 125k
+            # rows/s at its two ends once), so one ceiling for all rounds misleads
+            broker_stop
+            fresh_db >/dev/null
+            ceiling "ceiling-$name"
+        fi
         scenario_start "$name" || return 1
         "${Q[@]}" push --batch "$1" --conns 50 --partitions "$2" --duration "$DUR" --warmup "$WARM" \
             --payload-bytes 100 >>"$JSONL" || bench_log "$name push b$1 p$2 exited $?"
@@ -118,7 +126,7 @@ scenario_start() {
 ceiling() {
     checkpoint
     "$BENCH_TARGET/release/pg-ceiling" --dsn "host=127.0.0.1 port=$PGPORT user=postgres dbname=queen" \
-        --conns "$POOL" --batch 100 --duration "$DUR" --pg-pid "$PGPID" --label ceiling --json >>"$JSONL" \
+        --conns "$POOL" --batch 100 --duration "$DUR" --pg-pid "$PGPID" --label "${1:-ceiling}" --json >>"$JSONL" \
         || bench_log "pg-ceiling exited $?"
 }
 
@@ -175,6 +183,25 @@ if ceil:
             vals = [r["msg_per_s"] for r in rows[key].get(label, []) if r.get("msg_per_s")]
             if vals:
                 print(f"- {key}, {label}: {statistics.median(vals) / c:.2f}× the ceiling")
+# push b100 p100 over the ceiling measured right before it, round by round
+paired = {"base": [], "head": []}
+last = {}
+for line in open(sys.argv[1]):
+    try:
+        r = json.loads(line)
+    except ValueError:
+        continue
+    label = r.get("label") or ""
+    if label.startswith("ceiling-") and r.get("rows_per_s"):
+        last[label[len("ceiling-"):]] = r["rows_per_s"]
+    elif r.get("key") == "push b100 p100 c50" and label in last and r.get("msg_per_s"):
+        paired[label].append((r["msg_per_s"], last.pop(label)))
+for label in ("base", "head"):
+    if paired[label]:
+        ratios = [m / c for m, c in paired[label]]
+        each = ", ".join(f"{m:,.0f}/{c:,.0f} = {m / c:.2f}" for m, c in paired[label])
+        print(f"- push b100 p100 c50, {label}, against the ceiling right before it: "
+              f"median {statistics.median(ratios):.2f}× ({each})")
 errors = sum(sum(v for v in (r.get("errors") or {}).values() if isinstance(v, (int, float)))
              for by in rows.values() for runs in by.values() for r in runs
              if isinstance(r.get("errors"), dict))
