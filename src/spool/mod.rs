@@ -22,8 +22,10 @@
 //!   partition), new pushes touching it are spooled behind them, so a
 //!   producer connection's order survives an outage.
 //! - A replayed item keeps its message id and transaction id, so a replay
-//!   that repeats (crash after commit, before the segment was deleted) is
-//!   answered `duplicate` by PostgreSQL and stores nothing twice.
+//!   that repeats (crash after commit, before the segment was deleted) stores
+//!   nothing twice: PostgreSQL finds the item's own id under its transaction
+//!   id and answers it as stored (`queued`, not `duplicate`), without moving
+//!   the partition's newest-message pointer (sql/064).
 //! - Events of a queue deleted while spooled are replayed like any push:
 //!   a push (re)creates its queue, and the spool cannot tell "deleted while
 //!   down" from "first push to a new queue during the outage". Nothing is
