@@ -84,6 +84,10 @@ fn per_queue_rates_count_pushes_pops_acks_and_transactions() {
     let db = Db::fresh();
     let b = Broker::start(&db);
     b.push_n("mq", "p", "m", 10);
+    // one request over two partitions of one queue counts once for that queue
+    b.push(json!([{"queue": "mq2", "partition": "a", "payload": 1},
+                  {"queue": "mq2", "partition": "b", "payload": 2},
+                  {"queue": "mq2", "partition": "a", "payload": 3}]));
     let mut popped = 0;
     for _ in 0..2 {
         let pop = b.pop("/api/v1/pop/queue/mq?batch=3").expect("messages");
@@ -110,6 +114,10 @@ fn per_queue_rates_count_pushes_pops_acks_and_transactions() {
     });
     assert_eq!(
         one(&s, "queen_queue_push_requests_per_minute", &q("mq")),
+        Some(1.0)
+    );
+    assert_eq!(
+        one(&s, "queen_queue_push_requests_per_minute", &q("mq2")),
         Some(1.0)
     );
     assert_eq!(

@@ -121,7 +121,7 @@ pub async fn handle(shard: &Rc<Shard>, req: &Request) -> Result<Response, ApiErr
         Err(StoreError::Db(m)) => return Err(ApiError::Internal(m)),
         Err(e) => return Err(e.into()),
     };
-    shard.counters.pushed_to(echo.queues());
+    shard.counters.pushed_to(echo.per_pair());
     let out: Vec<ItemAnswer<'_>> = results
         .iter()
         .zip(&echo.items)
@@ -173,6 +173,8 @@ struct Echo {
     pairs: Vec<(String, String)>,
     /// Per item: its pair and transaction id.
     items: Vec<(usize, String)>,
+    /// Per pair: how many items it has.
+    counts: Vec<u64>,
 }
 
 impl Echo {
@@ -180,6 +182,7 @@ impl Echo {
         let mut e = Echo {
             pairs: Vec::new(),
             items: Vec::with_capacity(items.len()),
+            counts: Vec::new(),
         };
         // pair index by names; a run of items on one pair skips the lookup
         let mut seen: HashMap<(&str, &str), usize> = HashMap::new();
@@ -191,9 +194,11 @@ impl Echo {
                 Some((q, p, k)) if q == queue && p == partition => k,
                 _ => *seen.entry((queue, partition)).or_insert_with(|| {
                     e.pairs.push((queue.to_string(), partition.to_string()));
+                    e.counts.push(0);
                     e.pairs.len() - 1
                 }),
             };
+            e.counts[k] += 1;
             last = Some((queue, partition, k));
             let txid = i["txid"].as_str().unwrap_or("").to_string();
             e.items.push((k, txid));
@@ -201,8 +206,11 @@ impl Echo {
         e
     }
 
-    /// Each item's queue name (for the per-queue counters).
-    fn queues(&self) -> impl Iterator<Item = &str> {
-        self.items.iter().map(|(k, _)| self.pairs[*k].0.as_str())
+    /// Each pair's queue name and item count (for the per-queue counters).
+    fn per_pair(&self) -> impl Iterator<Item = (&str, u64)> {
+        self.pairs
+            .iter()
+            .zip(&self.counts)
+            .map(|((q, _), n)| (q.as_str(), *n))
     }
 }

@@ -182,18 +182,19 @@ impl ShardCounters {
         bump(&self.mine().push_messages, n as u64);
     }
 
-    /// One push request's items, by queue name: one request and its
-    /// messages counted per queue it touched.
+    /// One push request's items as (queue name, items) per distinct
+    /// (queue, partition): one request and its messages counted per queue it
+    /// touched.
     ///
-    /// Names are sorted and counted in runs: a linear search per item made a
-    /// request of many items over many queues quadratic on the shard thread.
-    pub fn pushed_to<'a>(&self, names: impl Iterator<Item = &'a str>) {
-        let mut names: Vec<&str> = names.collect();
-        names.sort_unstable();
-        for run in names.chunk_by(|a, b| a == b) {
-            self.per_queue.add(run[0], queues::PUSH_REQUESTS, 1);
-            self.per_queue
-                .add(run[0], queues::PUSH_MESSAGES, run.len() as u64);
+    /// Takes the request's pairs, not its items: the endpoint has grouped the
+    /// items already, so only the few pairs are sorted and counted in runs.
+    pub fn pushed_to<'a>(&self, pairs: impl Iterator<Item = (&'a str, u64)>) {
+        let mut pairs: Vec<(&str, u64)> = pairs.collect();
+        pairs.sort_unstable_by_key(|(q, _)| *q);
+        for run in pairs.chunk_by(|a, b| a.0 == b.0) {
+            self.per_queue.add(run[0].0, queues::PUSH_REQUESTS, 1);
+            let n = run.iter().map(|(_, n)| n).sum();
+            self.per_queue.add(run[0].0, queues::PUSH_MESSAGES, n);
         }
     }
 
