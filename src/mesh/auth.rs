@@ -5,7 +5,7 @@
 //! # Exchange (all frames `seq` 0)
 //! ```text
 //! dialer   -> HELLO      payload {v, serverId, advertise, boot, nonce: Nc}  mac: zeros
-//! acceptor -> HELLO_ACK  payload {v, serverId, advertise, boot, nonce: Ns}
+//! acceptor -> HELLO_ACK  payload {v, serverId: "", advertise: "", boot, nonce: Ns}
 //!                        mac = HMAC(S, "queen-mesh/1 accept" | HELLO | HELLO_ACK)
 //! dialer   -> AUTH       payload empty
 //!                        mac = HMAC(S, "queen-mesh/1 auth" | HELLO | HELLO_ACK | ack mac | AUTH)
@@ -18,11 +18,25 @@
 //! frame is authenticated. With no secret the same exchange runs with an
 //! empty HMAC key: frames are checked for corruption and order but anyone can
 //! connect (the boot log says so).
+//!
+//! The acceptor names neither its server id nor its address in HELLO_ACK:
+//! the dialer has not proved the secret yet, and the fields stay (empty) so
+//! that brokers of the previous version still parse it. The dialer knows
+//! whom it dialed. The whole exchange has one deadline,
+//! [`HANDSHAKE_DEADLINE`]: a per-read timeout alone let a connection that
+//! sends a byte a second hold its slot for ever.
 
 use super::frame::{mac, mac_eq, signed_bytes, write_frame, FrameError, FrameReader, Kind};
 use super::frame::{Opener, Sealer, MAC_LEN};
 use serde::{Deserialize, Serialize};
+use std::io::Read;
 use std::net::TcpStream;
+use std::time::Instant;
+
+/// The bound of a whole handshake, either side: three round trips on any
+/// network a mesh spans take milliseconds, and a slot held by a silent or
+/// trickling connection is free again after this.
+pub const HANDSHAKE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// Protocol version in HELLO.
 pub const PROTOCOL_VERSION: u32 = 1;
@@ -73,11 +87,13 @@ fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
-fn info(me: &Identity, nonce: &[u8; NONCE_LEN]) -> Vec<u8> {
+/// A HELLO (`named`: with this broker's id and address) or a HELLO_ACK payload.
+fn info(me: &Identity, nonce: &[u8; NONCE_LEN], named: bool) -> Vec<u8> {
+    let name = |v: &String| if named { v.clone() } else { String::new() };
     let i = PeerInfo {
         v: PROTOCOL_VERSION,
-        server_id: me.server_id.clone(),
-        advertise: me.advertise.clone(),
+        server_id: name(&me.server_id),
+        advertise: name(&me.advertise),
         boot: me.boot,
         nonce: hex(nonce),
     };
@@ -104,13 +120,32 @@ fn keys(secret: &[u8], nc: &[u8], ns: &[u8]) -> ([u8; MAC_LEN], [u8; MAC_LEN]) {
     )
 }
 
+/// A reader that gives each read only the time left before `until`, so a
+/// frame trickled in byte by byte still ends at the deadline.
+struct Deadline<'a> {
+    s: &'a mut TcpStream,
+    until: Instant,
+}
+
+impl Read for Deadline<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let left = self.until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(std::io::ErrorKind::TimedOut.into());
+        }
+        self.s.set_read_timeout(Some(left))?;
+        self.s.read(buf)
+    }
+}
+
 fn expect(
     s: &mut TcpStream,
     r: &mut FrameReader,
     kind: Kind,
+    until: Instant,
 ) -> Result<super::frame::RawFrame, FrameError> {
     let f = r
-        .next(s)?
+        .next(&mut Deadline { s, until })?
         .ok_or(FrameError::Malformed("handshake timed out"))?;
     if f.kind != kind || f.seq != 0 {
         return Err(FrameError::Malformed("unexpected frame in the handshake"));
@@ -118,12 +153,13 @@ fn expect(
     Ok(f)
 }
 
-/// Runs the dialer's side on a fresh connection (its read timeout bounds each step).
+/// Runs the dialer's side on a fresh connection, within [`HANDSHAKE_DEADLINE`].
 pub fn dial(s: &mut TcpStream, r: &mut FrameReader, me: &Identity) -> Result<Session, FrameError> {
+    let until = Instant::now() + HANDSHAKE_DEADLINE;
     let nc: [u8; NONCE_LEN] = rand::random();
-    let hello = signed_bytes(Kind::Hello, 0, &info(me, &nc));
+    let hello = signed_bytes(Kind::Hello, 0, &info(me, &nc, true));
     write_frame(s, hello.clone(), &[0; MAC_LEN]).map_err(FrameError::Io)?;
-    let ack = expect(s, r, Kind::HelloAck)?;
+    let ack = expect(s, r, Kind::HelloAck, until)?;
     let (remote, ns) = parse_info(ack.payload())?;
     let proof = mac(&me.secret, &[b"queen-mesh/1 accept", &hello, &ack.signed]);
     if !mac_eq(&proof, &ack.mac) {
@@ -145,19 +181,20 @@ pub fn dial(s: &mut TcpStream, r: &mut FrameReader, me: &Identity) -> Result<Ses
     })
 }
 
-/// Runs the acceptor's side on a fresh connection.
+/// Runs the acceptor's side on a fresh connection, within [`HANDSHAKE_DEADLINE`].
 pub fn accept(
     s: &mut TcpStream,
     r: &mut FrameReader,
     me: &Identity,
 ) -> Result<Session, FrameError> {
-    let hello = expect(s, r, Kind::Hello)?;
+    let until = Instant::now() + HANDSHAKE_DEADLINE;
+    let hello = expect(s, r, Kind::Hello, until)?;
     let (remote, nc) = parse_info(hello.payload())?;
     let ns: [u8; NONCE_LEN] = rand::random();
-    let ack = signed_bytes(Kind::HelloAck, 0, &info(me, &ns));
+    let ack = signed_bytes(Kind::HelloAck, 0, &info(me, &ns, false));
     let ack_mac = mac(&me.secret, &[b"queen-mesh/1 accept", &hello.signed, &ack]);
     write_frame(s, ack.clone(), &ack_mac).map_err(FrameError::Io)?;
-    let auth = expect(s, r, Kind::Auth)?;
+    let auth = expect(s, r, Kind::Auth, until)?;
     let proof = mac(
         &me.secret,
         &[

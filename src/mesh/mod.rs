@@ -28,6 +28,7 @@
 //! - The mesh is never the only path: a lost notice costs latency, never a
 //!   message (parked pops recheck on `POP_WAIT_*`).
 
+pub mod admission;
 pub mod auth;
 pub mod frame;
 pub mod peer;

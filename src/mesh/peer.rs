@@ -1,7 +1,7 @@
 //! Mesh connections to and from peer brokers: plain std threads with
 //! blocking sockets (never a shard). Bounded: one dialer plus one reader
-//! thread per configured peer, one listener thread, and at most
-//! [`MAX_INBOUND`] inbound connection threads.
+//! thread per configured peer, one listener thread, and inbound connection
+//! threads within the caps of [`super::admission`].
 //!
 //! # Roles
 //! - The **dialer** of peer `i` connects to it (backoff between attempts),
@@ -19,26 +19,24 @@
 //! - Any frame that fails (MAC, sequence, size, kind, payload) closes its
 //!   connection, raises a counter in [`MeshState`] and writes one log line.
 
+use super::admission::{Admission, Refusal};
 use super::auth::{self, Identity, Session};
 use super::frame::{FrameError, FrameReader, Kind, Opener, RawFrame, Sealer};
 use super::state::MeshState;
 use super::Notice;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use std::io::Write;
-use std::net::{Shutdown, TcpListener, TcpStream, ToSocketAddrs};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Inbound connections (handshaking or established) served at once; more
-/// are closed at accept. Far above any real cluster, low enough that a
-/// connection flood cannot exhaust threads.
-pub const MAX_INBOUND: usize = 64;
 /// A connect attempt's bound.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
-/// Each handshake read's bound: a silent connection cannot hold a slot longer.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(2);
+/// Socket timeouts while handshaking; the whole handshake is bounded by
+/// [`auth::HANDSHAKE_DEADLINE`], which sets each read's timeout itself.
+const HANDSHAKE_TIMEOUT: Duration = auth::HANDSHAKE_DEADLINE;
 /// First pause after a failed dial; doubles up to [`RECONNECT_MAX`].
 const RECONNECT_INITIAL: Duration = Duration::from_millis(100);
 /// Longest pause between dials: a restarted peer is found within this.
@@ -220,7 +218,8 @@ fn run_outbound(
     rx: &Receiver<Arc<Vec<u8>>>,
 ) -> bool {
     let p = &ctx.state.peers[i];
-    let who = format!("peer {} ({})", p.addr, session.remote.server_id);
+    // The acceptor does not name itself in the handshake; its address does.
+    let who = format!("peer {}", p.addr);
     let old = p.remote_boot.swap(session.remote.boot, Ordering::Relaxed);
     log::info!(
         "mesh: peer up: connected to {who}{}",
@@ -318,24 +317,16 @@ fn listen(ctx: &Arc<PeerCtx>, listener: TcpListener) {
         log::error!("mesh: listener: {e}; not accepting peers");
         return;
     }
-    let live = Arc::new(AtomicUsize::new(0));
+    let slots = Arc::new(Admission::default());
     while !ctx.stopping() {
         match listener.accept() {
             Ok((s, from)) => {
-                if live.load(Ordering::Acquire) >= MAX_INBOUND {
-                    ctx.state
-                        .counters
-                        .nr_refused
-                        .fetch_add(1, Ordering::Relaxed);
-                    log::warn!("mesh: refusing {from}: {MAX_INBOUND} inbound connections open");
+                if let Err(why) = slots.admit(from.ip()) {
+                    refuse(ctx, &slots, s, from, why);
                     continue;
                 }
-                live.fetch_add(1, Ordering::AcqRel);
-                let (ctx, live) = (ctx.clone(), live.clone());
-                spawn("mesh-in".into(), move || {
-                    inbound(&ctx, s, from.to_string());
-                    live.fetch_sub(1, Ordering::AcqRel);
-                });
+                let (ctx, slots) = (ctx.clone(), slots.clone());
+                spawn("mesh-in".into(), move || inbound(&ctx, &slots, s, from));
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                 let mut pfd = libc::pollfd {
@@ -354,21 +345,76 @@ fn listen(ctx: &Arc<PeerCtx>, listener: TcpListener) {
     }
 }
 
-fn inbound(ctx: &PeerCtx, mut s: TcpStream, from: String) {
+/// Closes a connection that got no slot: counted always, logged once per burst.
+fn refuse(ctx: &PeerCtx, slots: &Admission, s: TcpStream, from: SocketAddr, why: Refusal) {
+    let _ = s.shutdown(Shutdown::Both);
+    ctx.state
+        .counters
+        .nr_refused
+        .fetch_add(1, Ordering::Relaxed);
+    match slots.refused(Instant::now()) {
+        Some(0) => log::warn!(
+            "mesh: refusing {from}: {why}; further refusals in this burst are counted, not logged"
+        ),
+        Some(n) => log::warn!(
+            "mesh: refusing {from}: {why} ({n} refused unlogged in the burst before); \
+             further refusals in this burst are counted, not logged"
+        ),
+        None => {}
+    }
+}
+
+fn inbound(ctx: &PeerCtx, slots: &Admission, s: TcpStream, from: SocketAddr) {
+    if let Some((s, r, session)) = inbound_handshake(ctx, slots, s, from) {
+        serve_inbound(ctx, s, r, session, &from.to_string());
+        slots.peer_gone();
+    }
+}
+
+/// The acceptor's handshake under a handshake slot; on success the slot
+/// becomes a peer slot (or the connection is refused when none is free).
+fn inbound_handshake(
+    ctx: &PeerCtx,
+    slots: &Admission,
+    mut s: TcpStream,
+    from: SocketAddr,
+) -> Option<(TcpStream, FrameReader, Session)> {
+    let mut r = FrameReader::default();
     let setup = s
         .set_nonblocking(false)
         .and_then(|_| s.set_nodelay(true))
         .and_then(|_| s.set_read_timeout(Some(HANDSHAKE_TIMEOUT)))
         .and_then(|_| s.set_write_timeout(Some(HANDSHAKE_TIMEOUT)));
-    if let Err(e) = setup {
-        log::debug!("mesh: {from}: {e}");
-        return;
-    }
-    let mut r = FrameReader::default();
-    let session = match auth::accept(&mut s, &mut r, &ctx.me) {
-        Ok(x) => x,
-        Err(e) => return ctx.reject(&format!("inbound {from}"), &e),
+    let outcome = match setup {
+        Err(e) => {
+            log::debug!("mesh: {from}: {e}");
+            None
+        }
+        Ok(()) => match auth::accept(&mut s, &mut r, &ctx.me) {
+            Ok(x) => Some(x),
+            Err(e) => {
+                ctx.reject(&format!("inbound {from}"), &e);
+                None
+            }
+        },
     };
+    match slots.handshake_done(from.ip(), outcome.is_some()) {
+        Ok(()) => outcome.map(|session| (s, r, session)),
+        Err(why) => {
+            refuse(ctx, slots, s, from, why);
+            None
+        }
+    }
+}
+
+/// Serves one authenticated inbound connection until it ends.
+fn serve_inbound(
+    ctx: &PeerCtx,
+    mut s: TcpStream,
+    mut r: FrameReader,
+    session: Session,
+    from: &str,
+) {
     let who = format!("inbound {from} ({})", session.remote.server_id);
     log::info!("mesh: {who} connected");
     ctx.state.nr_inbound.fetch_add(1, Ordering::Relaxed);

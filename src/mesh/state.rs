@@ -38,7 +38,7 @@ pub struct Counters {
     pub nr_oversized: AtomicU64,
     /// Frames of unknown kind, out of place or unparseable.
     pub nr_malformed: AtomicU64,
-    /// Inbound connections refused because the inbound bound was reached.
+    /// Inbound connections refused for want of a handshake or peer slot (`admission`).
     pub nr_refused: AtomicU64,
     /// Valid frames received after the handshake.
     pub nr_frames_in: AtomicU64,
