@@ -52,6 +52,38 @@ fn assets_are_cached_immutably_under_a_content_tag() {
     assert_eq!(b.get(&format!("{tag_dir}/views.js")).status, 200);
 }
 
+/// Issue 17: the shell and every asset carry nosniff, a same-origin content policy
+/// and a framing ban.
+#[test]
+fn dashboard_responses_forbid_sniffing_foreign_content_and_framing() {
+    let db = Db::fresh();
+    let b = Broker::start(&db);
+    for path in [
+        "/".to_string(),
+        asset_url(&b, "app.js"),
+        asset_url(&b, "app.css"),
+        "/favicon.svg".into(),
+    ] {
+        let r = b.get(&path);
+        assert_eq!(r.status, 200, "{path}");
+        assert_eq!(
+            r.header("x-content-type-options"),
+            Some("nosniff"),
+            "{path}"
+        );
+        assert_eq!(r.header("x-frame-options"), Some("DENY"), "{path}");
+        let csp = r.header("content-security-policy").unwrap_or_default();
+        assert!(
+            csp.contains("default-src 'self'") && csp.contains("frame-ancestors 'none'"),
+            "{path}: {csp:?}"
+        );
+        assert!(
+            !csp.contains("unsafe-inline") && !csp.contains('*'),
+            "{path}: {csp:?}"
+        );
+    }
+}
+
 #[test]
 fn a_missing_asset_is_404_not_the_shell() {
     let db = Db::fresh();

@@ -181,7 +181,7 @@ async function messages(el, args) {
       const r = await get('/api/v1/messages?limit=50' + (q ? '&queue=' + enc(q) : ''));
       return table([{ t: 'Queue path' }, { t: 'Transaction' }, { t: 'Status' }, { t: 'Created' }],
         (r.messages || []).map(m => h('tr', {}, td(m.queuePath),
-          h('td', {}, h('a', { href: 'javascript:void 0', onclick: () => show(m.partitionId, m.transactionId) }, m.transactionId)),
+          h('td', {}, h('a', { href: '#', onclick: (e) => { e.preventDefault(); show(m.partitionId, m.transactionId); } }, m.transactionId)),
           td(m.status), td(m.createdAt))));
     });
   }
