@@ -206,3 +206,45 @@ fn an_unusable_spool_directory_answers_503_and_acknowledges_nothing() {
     let st = b.get("/api/v1/status/buffers").json();
     assert_eq!(st["shards"][0]["spoolWritable"], false, "{st}");
 }
+
+/// Every directory and file under `dir` with its permission bits.
+fn modes(dir: &Path, out: &mut Vec<(PathBuf, u32)>) {
+    use std::os::unix::fs::PermissionsExt;
+    for e in std::fs::read_dir(dir).expect("read spool dir") {
+        let p = e.unwrap().path();
+        let mode = std::fs::metadata(&p).unwrap().permissions().mode() & 0o777;
+        out.push((p.clone(), mode));
+        if p.is_dir() {
+            modes(&p, out);
+        }
+    }
+}
+
+/// Issue 17, point 6: the spool holds payloads in clear for unencrypted queues,
+/// so what the broker creates there is its owner's alone.
+#[test]
+fn spool_directories_and_segments_are_owner_only() {
+    let db = Db::fresh();
+    let parent = spool_dir("modes");
+    let dir = parent.join("made-by-the-broker");
+    let b = Broker::builder(&db)
+        .env("FILE_BUFFER_DIR", dir.to_str().expect("utf-8"))
+        .start();
+    maintenance(&b, true);
+    for r in b.push_n("modes", "p", "m-", 5) {
+        assert_eq!(r["status"], "buffered", "{r}");
+    }
+    let mut found = vec![(dir.clone(), 0)];
+    {
+        use std::os::unix::fs::PermissionsExt;
+        found[0].1 = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
+    }
+    modes(&dir, &mut found);
+    let files: Vec<_> = found.iter().filter(|(p, _)| p.is_file()).collect();
+    assert!(!files.is_empty(), "no segment written: {found:?}");
+    for (p, mode) in &found {
+        let want = if p.is_dir() { 0o700 } else { 0o600 };
+        assert_eq!(*mode, want, "{} is {mode:o}", p.display());
+    }
+    maintenance(&b, false);
+}

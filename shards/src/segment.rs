@@ -151,6 +151,10 @@ pub async fn truncate_segment(path: &Path, len: u64) -> io::Result<()> {
     f.close().await.map_err(io::Error::from)
 }
 
+/// Permissions of a new segment file: owner only (issue 17: spool files hold
+/// the payloads of unencrypted queues in clear).
+pub const SEGMENT_MODE: libc::mode_t = 0o600;
+
 type Waiter = oneshot::Sender<Result<(), String>>;
 
 /// Appends gathered for the next write.
@@ -181,9 +185,17 @@ pub struct SegmentWriter {
 }
 
 impl SegmentWriter {
-    /// Creates a new, empty segment at `path` (truncating any file there).
+    /// Creates a new, empty segment at `path` (truncating any file there),
+    /// readable and writable by its owner only: a segment holds payloads.
     pub async fn create(path: &Path) -> io::Result<Rc<SegmentWriter>> {
-        let file = BufferedFile::create(path).await.map_err(io::Error::from)?;
+        let file = glommio::io::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(SEGMENT_MODE)
+            .buffered_open(path)
+            .await
+            .map_err(io::Error::from)?;
         Ok(Rc::new(SegmentWriter {
             path: path.to_path_buf(),
             file: Rc::new(file),

@@ -127,7 +127,15 @@ impl Spool {
     /// Creates the directories and adopts the segments left by earlier
     /// processes (truncating torn tails, moving corrupt ones to `failed/`).
     pub async fn open(&self, nr_shards: usize) {
-        if let Err(e) = std::fs::create_dir_all(self.dir.join("failed")) {
+        // Owner only, like the segment files inside (issue 17). The mode
+        // applies to every directory this creates, FILE_BUFFER_DIR included;
+        // an existing directory keeps the mode its operator gave it.
+        let made = std::os::unix::fs::DirBuilderExt::mode(
+            std::fs::DirBuilder::new().recursive(true),
+            0o700,
+        )
+        .create(self.dir.join("failed"));
+        if let Err(e) = made {
             let why = format!("spool directory {} unusable: {e}", self.dir.display());
             log::error!("shard {}: {why}", self.shard);
             *self.broken.borrow_mut() = Some(why);
