@@ -151,3 +151,103 @@ fn deeply_nested_json_is_refused_without_crashing() {
     assert_eq!(r.status, 400, "{}", r.text());
     assert_eq!(b.get("/health").status, 200);
 }
+
+/// Field names the write endpoints read, so random documents reach past the
+/// first type check.
+const KEYS: &[&str] = &[
+    "items",
+    "queue",
+    "partition",
+    "transactionId",
+    "payload",
+    "traceId",
+    "options",
+    "leaseTime",
+    "retryLimit",
+    "encryptionEnabled",
+    "operations",
+    "type",
+    "partitionId",
+    "leaseId",
+    "consumerGroup",
+    "status",
+    "acknowledgments",
+    "error",
+    "namespace",
+    "task",
+];
+
+/// A random JSON value, at most `depth` deep, drawn to hit type confusion:
+/// strings where numbers go, arrays where objects go, huge and negative
+/// numbers, NULs and lone surrogates in strings, empty containers.
+fn random_json(rng: &mut Rng, depth: usize) -> String {
+    let leaf = depth == 0 || rng.below(3) == 0;
+    if leaf {
+        return match rng.below(12) {
+            0 => "null".into(),
+            1 => "true".into(),
+            2 => "false".into(),
+            3 => (rng.next() as i64).to_string(),
+            4 => "-1".into(),
+            5 => "1e308".into(),
+            6 => "0.5".into(),
+            7 => "\"\"".into(),
+            8 => "\"\\u0000x\"".into(),
+            9 => "\"\\ud800\"".into(),
+            10 => format!("\"{}\"", "q".repeat(rng.below(300))),
+            _ => "\"00000000-0000-0000-0000-000000000000\"".into(),
+        };
+    }
+    if rng.below(2) == 0 {
+        let n = rng.below(4);
+        let parts: Vec<String> = (0..n).map(|_| random_json(rng, depth - 1)).collect();
+        format!("[{}]", parts.join(","))
+    } else {
+        let n = rng.below(5);
+        let parts: Vec<String> = (0..n)
+            .map(|_| {
+                let k = KEYS[rng.below(KEYS.len())];
+                format!("\"{k}\":{}", random_json(rng, depth - 1))
+            })
+            .collect();
+        format!("{{{}}}", parts.join(","))
+    }
+}
+
+/// Issue 17: random well-formed documents of any shape, against every JSON
+/// write endpoint: each answer is a 2xx, or a 4xx whose JSON body says what is
+/// wrong, and the broker answers `/health` after every case.
+#[test]
+fn random_json_documents_get_a_2xx_or_a_4xx_json_error() {
+    let cases: usize = std::env::var("PARSER_FUZZ_CASES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(DEFAULT_CASES);
+    let db = Db::fresh();
+    let b = Broker::start(&db);
+    let mut rng = Rng(0x5EED_0F_0DD_5BA9E5);
+    let mut statuses = std::collections::BTreeMap::new();
+    for case in 0..cases {
+        for (path, _) in SEEDS {
+            let body = random_json(&mut rng, 4);
+            let r = b.post_bytes(path, body.as_bytes());
+            let ok = (200..300).contains(&r.status)
+                || ((400..500).contains(&r.status)
+                    && r.json
+                        .as_ref()
+                        .and_then(|j| j.get("error"))
+                        .and_then(|e| e.as_str())
+                        .is_some_and(|e| !e.is_empty()));
+            assert!(
+                ok,
+                "case {case} {path}: {} {} on {body}",
+                r.status,
+                r.text()
+            );
+            *statuses.entry(r.status).or_insert(0) += 1;
+            let h = b.get("/health");
+            assert_eq!(h.status, 200, "case {case} {path}: /health after {body}");
+        }
+    }
+    assert!(statuses.contains_key(&400), "no refusal: {statuses:?}");
+}
