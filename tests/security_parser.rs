@@ -225,7 +225,7 @@ fn random_json_documents_get_a_2xx_or_a_4xx_json_error() {
         .unwrap_or(DEFAULT_CASES);
     let db = Db::fresh();
     let b = Broker::start(&db);
-    let mut rng = Rng(0x5EED_0F_0DD_5BA9E5);
+    let mut rng = Rng(0x05EE_D0F0_DD5B_A9E5);
     let mut statuses = std::collections::BTreeMap::new();
     for case in 0..cases {
         for (path, _) in SEEDS {
