@@ -327,6 +327,15 @@ fn push_call(
 }
 
 /// Tells a lost connection (spool-worthy) from an error PostgreSQL raised.
+///
+/// An unreachable server's reason (a connection error or SQLSTATE class 08 /
+/// 57P0x: no detail of the data) goes into the lost/back log line and the
+/// 503. Only our own `RAISE EXCEPTION` texts (SQLSTATE P0001, written in `sql/`
+/// for callers to read) travel on to the client. Any other PostgreSQL error
+/// text can name tables, constraints, values or the server's internals, so it
+/// is logged here with an incident number and the client is told only that
+/// number (issue 17: NUL bytes in names used to come back as PostgreSQL's
+/// encoding error).
 fn classify(e: postgres::Error) -> StoreError {
     if e.is_closed() {
         return StoreError::Unavailable(e.to_string());
@@ -336,8 +345,17 @@ fn classify(e: postgres::Error) -> StoreError {
             let c = code.code();
             if c.starts_with("08") || c == "57P01" || c == "57P02" || c == "57P03" {
                 StoreError::Unavailable(schema::describe(&e))
-            } else {
+            } else if c == "P0001" {
                 StoreError::Db(schema::describe(&e))
+            } else {
+                let incident: u32 = rand::random();
+                log::error!(
+                    "database error, incident {incident:08x} ({c}): {}",
+                    schema::describe(&e)
+                );
+                StoreError::Db(format!(
+                    "internal database error (incident {incident:08x} in the broker log)"
+                ))
             }
         }
         None => StoreError::Unavailable(e.to_string()),
