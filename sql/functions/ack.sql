@@ -1,3 +1,57 @@
+-- Acknowledgement and lease extension.
+
+-- ==== 004_ack ====
+-- Acknowledgement and lease extension.
+
+-- ---------------------------------------------------------------------------
+-- queen.ack_batch(p)
+--   in : {tenant, txn:bool, items:[{transactionId, partitionId, status, group,
+--                                   leaseId|null, error|null}]}
+--   out: [{index, transactionId, partitionId, success, error, queueName, partitionName,
+--          leaseReleased, dlq}]
+-- ---------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION queen.ack_batch(p jsonb) RETURNS jsonb
+LANGUAGE plpgsql AS $$
+BEGIN
+    RETURN queen.ack_items(queen.try_uuid(p->>'tenant'), p->'items',
+                           coalesce((p->>'txn')::boolean, false));
+END $$;
+
+-- ---------------------------------------------------------------------------
+-- queen.extend_lease(p)
+--   in : {leaseId, seconds}
+--   out: {leaseId, success:true, expiresAt, newExpiresAt}
+--      | {leaseId, success:false, error:"Lease not found"|"Lease already expired"}
+-- ---------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION queen.extend_lease(p jsonb) RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_lease uuid := queen.try_uuid(p->>'leaseId');
+    v_secs  numeric := coalesce((p->>'seconds')::numeric, 60);
+    v_exp   timestamptz;
+BEGIN
+    IF v_lease IS NULL THEN
+        RETURN jsonb_build_object('leaseId', p->>'leaseId', 'success', false,
+                                  'error', 'Lease not found');
+    END IF;
+    WITH u AS (
+        UPDATE queen.partition_consumers
+           SET lease_expires_at = greatest(lease_expires_at, now() + v_secs * interval '1 second')
+         WHERE worker_id = v_lease AND lease_expires_at > now()
+        RETURNING lease_expires_at)
+    SELECT max(lease_expires_at) INTO v_exp FROM u;
+
+    IF v_exp IS NULL THEN
+        RETURN jsonb_build_object('leaseId', v_lease, 'success', false,
+            'error', CASE WHEN EXISTS (SELECT 1 FROM queen.partition_consumers
+                                        WHERE worker_id = v_lease)
+                          THEN 'Lease already expired' ELSE 'Lease not found' END);
+    END IF;
+    RETURN jsonb_build_object('leaseId', v_lease, 'success', true,
+                              'expiresAt', queen.iso(v_exp), 'newExpiresAt', queen.iso(v_exp));
+END $$;
+
+-- ==== 009_ack_fast ====
 -- Cheaper acknowledgement (issue 2: drain pop b100 + ack/batch at >= 1.5x the original).
 -- Replaces queen.ack_items (004) with the same contract and outcomes, plus a set-based
 -- pass in front of its per-item loop.

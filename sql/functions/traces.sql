@@ -1,3 +1,6 @@
+-- Message traces: record, read by message, by name, names.
+
+-- ==== 013_traces ====
 -- Message traces (http-api.md §10): record, read by message, by name, names.
 
 -- queen.trace_add(p)  in {tenant, transactionId, partitionId, consumerGroup, traceNames[],
@@ -54,7 +57,7 @@ $$;
 
 -- queen.trace_by_name(p)  in {tenant, name, limit, offset}
 CREATE OR REPLACE FUNCTION queen.trace_by_name(p jsonb) RETURNS jsonb
-LANGUAGE sql STABLE AS $$
+LANGUAGE sql STABLE SET jit = off AS $$
     WITH f AS (
         SELECT t, q.name AS qname, pt.name AS pname
           FROM queen.message_trace_names n
@@ -81,7 +84,7 @@ $$;
 
 -- queen.trace_names(p)  in {tenant, limit, offset}
 CREATE OR REPLACE FUNCTION queen.trace_names(p jsonb) RETURNS jsonb
-LANGUAGE sql STABLE AS $$
+LANGUAGE sql STABLE SET jit = off AS $$
     WITH f AS (
         SELECT n.trace_name, count(*) AS traces, count(DISTINCT t.message_id) AS msgs,
                max(t.created_at) AS last_seen

@@ -1,3 +1,5 @@
+-- Metrics snapshot for GET /metrics/prometheus.
+
 -- Metrics snapshot for GET /metrics/prometheus (issue 7). Idempotent.
 --
 -- queen.metrics_snapshot(p) -> jsonb

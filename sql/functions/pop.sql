@@ -1,3 +1,6 @@
+-- Pop: claim partitions under a lease and read a batch (column answer and the jsonb wrapper).
+
+-- ==== 061_pop_compact ====
 -- Pop answering in columns (issue 2: drain pop b100 + ack/batch at >= 1.5x the original).
 -- queen.pop (003) built one jsonb object per message (ten keys, a to_char per timestamp)
 -- and concatenated them: 2.5-3.8 ms of a pop of 100 in PostgreSQL, against ~0.3 ms to

@@ -1,3 +1,4 @@
+-- ==== 080_message_refs ====
 -- Dead letters and traces follow their message by statement-level trigger
 -- instead of foreign key (issue 3: retention at 5,000 msg/s must not slow push
 -- by more than 10%).
@@ -23,26 +24,6 @@
 -- commit, then finds no message and fails. Every writer of these tables
 -- (ack, move-to-DLQ, trace_add) reads the message in the same transaction
 -- first, so none of them relied on the error.
-
-CREATE OR REPLACE FUNCTION queen.message_ref_check() RETURNS trigger
-LANGUAGE plpgsql AS $$
-BEGIN
-    PERFORM 1 FROM queen.messages m WHERE m.id = NEW.message_id FOR KEY SHARE;
-    IF NOT FOUND THEN
-        RAISE foreign_key_violation USING
-            MESSAGE = format('%s.message_id %s is not present in queen.messages',
-                             TG_TABLE_NAME, NEW.message_id);
-    END IF;
-    RETURN NEW;
-END $$;
-
-CREATE OR REPLACE FUNCTION queen.messages_delete_refs() RETURNS trigger
-LANGUAGE plpgsql AS $$
-BEGIN
-    DELETE FROM queen.dead_letter_queue d USING old_messages o WHERE d.message_id = o.id;
-    DELETE FROM queen.message_traces t USING old_messages o WHERE t.message_id = o.id;
-    RETURN NULL;
-END $$;
 
 DO $$
 DECLARE

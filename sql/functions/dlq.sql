@@ -1,3 +1,6 @@
+-- Dead-letter queue: listing and delete.
+
+-- ==== 006_dlq ====
 -- Dead-letter queue listing.
 
 -- ---------------------------------------------------------------------------
@@ -10,7 +13,7 @@
 --         pagination:{limit, offset}, total}      -- ordered by failed_at desc
 -- ---------------------------------------------------------------------------
 CREATE OR REPLACE FUNCTION queen.dlq_list(p jsonb) RETURNS jsonb
-LANGUAGE plpgsql STABLE AS $$
+LANGUAGE plpgsql STABLE SET jit = off AS $$
 DECLARE
     v_tenant uuid := coalesce(queen.try_uuid(p->>'tenant'), '00000000-0000-0000-0000-000000000001');
     v_queue  text := p->>'queue';
@@ -67,6 +70,34 @@ BEGIN
                               'total', v_total);
 END $$;
 
--- Trivial health probe.
-CREATE OR REPLACE FUNCTION queen.health() RETURNS jsonb
-LANGUAGE sql STABLE AS $$ SELECT jsonb_build_object('ok', true, 'time', queen.iso(now())) $$;
+-- ==== 012_messages ====
+-- Messages and dead letters (http-api.md §9): listing with filters and paging,
+-- detail, delete, retry/replay from the DLQ, manual move to the DLQ, DLQ delete.
+--
+-- A message's status is relative to its partition's reference cursor (the
+-- queue-mode cursor, else the furthest-behind named group): completed at or
+-- before it, dead_letter with a DLQ row, processing after it under a live
+-- lease, else pending. Listings read messages per partition through
+-- messages_partition_pos_idx within the time window (default: last hour).
+
+-- ---------------------------------------------------------------------------
+-- queen.dlq_delete(p)  in {tenant, queue, consumerGroup|null}  out {found, deleted}
+-- ---------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION queen.dlq_delete(p jsonb) RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_qid uuid;
+    v_n   int;
+BEGIN
+    SELECT q.id INTO v_qid FROM queen.queues q
+     WHERE q.tenant_id = coalesce(queen.try_uuid(p->>'tenant'), '00000000-0000-0000-0000-000000000001')
+       AND q.name = p->>'queue';
+    IF v_qid IS NULL THEN
+        RETURN jsonb_build_object('found', false);
+    END IF;
+    DELETE FROM queen.dead_letter_queue d USING queen.partitions pt
+     WHERE pt.id = d.partition_id AND pt.queue_id = v_qid
+       AND (p->>'consumerGroup' IS NULL OR d.consumer_group = p->>'consumerGroup');
+    GET DIAGNOSTICS v_n = ROW_COUNT;
+    RETURN jsonb_build_object('found', true, 'deleted', v_n);
+END $$;

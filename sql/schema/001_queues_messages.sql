@@ -1,3 +1,4 @@
+-- ==== 001_schema ====
 -- Queen schema (idempotent: applied at every boot, in numeric order, under a session
 -- advisory lock). Never edit a landed file: add a new numbered file instead.
 -- Requires PostgreSQL 13+ (gen_random_uuid in core).
@@ -5,30 +6,8 @@
 CREATE SCHEMA IF NOT EXISTS queen;
 
 -- ---------------------------------------------------------------------------
--- helpers
--- ---------------------------------------------------------------------------
-
--- ISO-8601 UTC with microseconds and 'Z' (e.g. 2025-01-31T12:34:56.123456Z).
-CREATE OR REPLACE FUNCTION queen.iso(ts timestamptz) RETURNS text
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS
-$$ SELECT to_char(ts AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') $$;
-
--- Text -> uuid, NULL when not a uuid (never raises).
-CREATE OR REPLACE FUNCTION queen.try_uuid(t text) RETURNS uuid
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS
-$$ SELECT CASE WHEN t ~* '^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$'
-               THEN t::uuid END $$;
-
--- The advisory-lock key of a (partition, consumer group) pair. Pop takes it with
--- pg_try_advisory_xact_lock, ack with pg_advisory_xact_lock.
-CREATE OR REPLACE FUNCTION queen.lock_key(pid uuid, grp text) RETURNS bigint
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS
-$$ SELECT hashtextextended(pid::text || '|' || grp, 7371) $$;
-
--- ---------------------------------------------------------------------------
 -- core tables
 -- ---------------------------------------------------------------------------
-
 CREATE TABLE IF NOT EXISTS queen.queues (
     id                          uuid PRIMARY KEY DEFAULT gen_random_uuid(),
     tenant_id                   uuid NOT NULL DEFAULT '00000000-0000-0000-0000-000000000001',
@@ -55,6 +34,7 @@ CREATE TABLE IF NOT EXISTS queen.queues (
     updated_at                  timestamptz NOT NULL DEFAULT now(),
     CONSTRAINT queues_tenant_name_key UNIQUE (tenant_id, name)
 );
+
 CREATE INDEX IF NOT EXISTS queues_tenant_ns_task_idx ON queen.queues (tenant_id, namespace, task);
 
 CREATE TABLE IF NOT EXISTS queen.partitions (
@@ -77,7 +57,9 @@ CREATE TABLE IF NOT EXISTS queen.messages (
     producer_sub   text,
     CONSTRAINT messages_partition_txn_key UNIQUE (partition_id, transaction_id)
 );
+
 CREATE INDEX IF NOT EXISTS messages_partition_pos_idx ON queen.messages (partition_id, created_at, id);
+
 CREATE INDEX IF NOT EXISTS messages_trace_idx ON queen.messages (trace_id) WHERE trace_id IS NOT NULL;
 
 -- messages.partition_id -> partitions ON DELETE CASCADE is implemented by a statement-level
@@ -96,13 +78,6 @@ BEGIN
                   WHERE conrelid = 'queen.messages'::regclass AND contype = 'f'
                     AND confrelid = 'queen.partitions'::regclass LIMIT 1);
     END IF;
-END $$;
-
-CREATE OR REPLACE FUNCTION queen.partitions_delete_messages() RETURNS trigger
-LANGUAGE plpgsql AS $$
-BEGIN
-    DELETE FROM queen.messages m USING old_partitions o WHERE m.partition_id = o.id;
-    RETURN NULL;
 END $$;
 
 DO $$
@@ -126,8 +101,10 @@ CREATE TABLE IF NOT EXISTS queen.partition_lookup (
     last_message_created_at timestamptz,
     updated_at              timestamptz NOT NULL DEFAULT now()
 ) WITH (fillfactor = 50);
+
 CREATE INDEX IF NOT EXISTS partition_lookup_queue_idx
     ON queen.partition_lookup (queue_id, last_message_created_at);
+
 CREATE INDEX IF NOT EXISTS partition_lookup_queue_pid_idx
     ON queen.partition_lookup (queue_id, partition_id);
 
@@ -154,14 +131,18 @@ CREATE TABLE IF NOT EXISTS queen.partition_consumers (
         autovacuum_vacuum_scale_factor = 0.01,
         autovacuum_vacuum_threshold = 100,
         autovacuum_analyze_scale_factor = 0.05);
+
 CREATE INDEX IF NOT EXISTS partition_consumers_worker_idx
     ON queen.partition_consumers (worker_id) WHERE worker_id IS NOT NULL;
+
 CREATE INDEX IF NOT EXISTS partition_consumers_group_idx
     ON queen.partition_consumers (consumer_group);
+
 -- "behind": set when a release leaves the cursor short of the partition's newest message.
 -- Pop's candidate scan reads the group's suspect rows (lease set, retrying or behind)
 -- through the partial index below instead of probing every partition of the queue.
 ALTER TABLE queen.partition_consumers ADD COLUMN IF NOT EXISTS behind boolean NOT NULL DEFAULT false;
+
 CREATE INDEX IF NOT EXISTS partition_consumers_suspect_idx
     ON queen.partition_consumers (consumer_group, partition_id)
     WHERE worker_id IS NOT NULL OR behind OR batch_retry_count > 0;
@@ -183,6 +164,7 @@ CREATE TABLE IF NOT EXISTS queen.consumer_groups_metadata (
     CONSTRAINT consumer_groups_metadata_key
         UNIQUE (queue_id, consumer_group, partition_name, namespace, task)
 );
+
 CREATE INDEX IF NOT EXISTS consumer_groups_metadata_group_idx
     ON queen.consumer_groups_metadata (consumer_group, queue_name);
 
@@ -194,121 +176,3 @@ CREATE TABLE IF NOT EXISTS queen.consumer_watermarks (
     updated_at         timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (queue_id, consumer_group)
 );
-
-CREATE TABLE IF NOT EXISTS queen.dead_letter_queue (
-    id                  uuid PRIMARY KEY DEFAULT gen_random_uuid(),
-    message_id          uuid NOT NULL REFERENCES queen.messages(id) ON DELETE CASCADE,
-    partition_id        uuid NOT NULL REFERENCES queen.partitions(id) ON DELETE CASCADE,
-    consumer_group      text NOT NULL DEFAULT '__QUEUE_MODE__',
-    error_message       text,
-    retry_count         integer NOT NULL DEFAULT 0,
-    original_created_at timestamptz,
-    failed_at           timestamptz NOT NULL DEFAULT now()
-);
-CREATE INDEX IF NOT EXISTS dead_letter_queue_partition_idx ON queen.dead_letter_queue (partition_id);
-CREATE INDEX IF NOT EXISTS dead_letter_queue_group_idx ON queen.dead_letter_queue (consumer_group);
-CREATE INDEX IF NOT EXISTS dead_letter_queue_failed_at_idx ON queen.dead_letter_queue (failed_at DESC);
-CREATE UNIQUE INDEX IF NOT EXISTS dead_letter_queue_message_group_idx
-    ON queen.dead_letter_queue (message_id, consumer_group);
-
--- ---------------------------------------------------------------------------
--- traces, accounting, state
--- ---------------------------------------------------------------------------
-
-CREATE TABLE IF NOT EXISTS queen.message_traces (
-    id             uuid PRIMARY KEY DEFAULT gen_random_uuid(),
-    message_id     uuid NOT NULL REFERENCES queen.messages(id) ON DELETE CASCADE,
-    partition_id   uuid NOT NULL REFERENCES queen.partitions(id) ON DELETE CASCADE,
-    transaction_id text NOT NULL,
-    consumer_group text,
-    event_type     text NOT NULL DEFAULT 'info',
-    data           jsonb NOT NULL DEFAULT '{}'::jsonb,
-    created_at     timestamptz NOT NULL DEFAULT now(),
-    worker_id      text
-);
-CREATE INDEX IF NOT EXISTS message_traces_message_idx ON queen.message_traces (message_id);
-CREATE INDEX IF NOT EXISTS message_traces_txn_idx ON queen.message_traces (transaction_id, partition_id);
-CREATE INDEX IF NOT EXISTS message_traces_created_idx ON queen.message_traces (created_at DESC);
-CREATE INDEX IF NOT EXISTS message_traces_partition_idx ON queen.message_traces (partition_id);
-
-CREATE TABLE IF NOT EXISTS queen.message_trace_names (
-    trace_id   uuid NOT NULL REFERENCES queen.message_traces(id) ON DELETE CASCADE,
-    trace_name text NOT NULL,
-    PRIMARY KEY (trace_id, trace_name)
-);
-CREATE INDEX IF NOT EXISTS message_trace_names_name_idx ON queen.message_trace_names (trace_name);
-
-CREATE TABLE IF NOT EXISTS queen.messages_consumed (
-    id                 bigserial PRIMARY KEY,
-    partition_id       uuid NOT NULL REFERENCES queen.partitions(id) ON DELETE CASCADE,
-    consumer_group     text NOT NULL,
-    messages_completed integer NOT NULL DEFAULT 0,
-    messages_failed    integer NOT NULL DEFAULT 0,
-    acked_at           timestamptz NOT NULL DEFAULT now()
-);
-CREATE INDEX IF NOT EXISTS messages_consumed_acked_idx ON queen.messages_consumed (acked_at DESC);
-CREATE INDEX IF NOT EXISTS messages_consumed_partition_idx ON queen.messages_consumed (partition_id, acked_at);
-
-CREATE TABLE IF NOT EXISTS queen.retention_history (
-    id             bigserial PRIMARY KEY,
-    partition_id   uuid NOT NULL REFERENCES queen.partitions(id) ON DELETE CASCADE,
-    messages_deleted integer NOT NULL DEFAULT 0,
-    retention_type text NOT NULL,
-    executed_at    timestamptz NOT NULL DEFAULT now()
-);
-CREATE INDEX IF NOT EXISTS retention_history_executed_idx ON queen.retention_history (executed_at DESC);
-CREATE INDEX IF NOT EXISTS retention_history_partition_idx ON queen.retention_history (partition_id);
-
-CREATE TABLE IF NOT EXISTS queen.system_state (
-    key        text PRIMARY KEY,
-    value      jsonb NOT NULL DEFAULT '{}'::jsonb,
-    updated_at timestamptz NOT NULL DEFAULT now()
-);
-INSERT INTO queen.system_state (key, value) VALUES
-    ('maintenance_mode', '{"enabled": false}'),
-    ('pop_maintenance_mode', '{"enabled": false}')
-ON CONFLICT (key) DO NOTHING;
-
--- Statistics (refreshed by the broker's stats job). stat_key identifies the
--- namespace/task/queue/partition; queue_id links rows to a queue when there is one.
-CREATE TABLE IF NOT EXISTS queen.stats (
-    stat_type          text NOT NULL CHECK (stat_type IN ('system','namespace','task','queue','partition')),
-    stat_key           text NOT NULL,
-    queue_id           uuid REFERENCES queen.queues(id) ON DELETE CASCADE,
-    partition_id       uuid REFERENCES queen.partitions(id) ON DELETE CASCADE,
-    total_messages     bigint NOT NULL DEFAULT 0,
-    pending_messages   bigint NOT NULL DEFAULT 0,
-    processing_messages bigint NOT NULL DEFAULT 0,
-    completed_messages bigint NOT NULL DEFAULT 0,
-    dead_letter_messages bigint NOT NULL DEFAULT 0,
-    lag_seconds        double precision,
-    avg_lag_seconds    double precision,
-    max_lag_seconds    double precision,
-    messages_per_second double precision,
-    last_scanned_at    timestamptz,
-    details            jsonb NOT NULL DEFAULT '{}'::jsonb,
-    updated_at         timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (stat_type, stat_key)
-);
-CREATE INDEX IF NOT EXISTS stats_queue_idx ON queen.stats (queue_id);
-
-CREATE TABLE IF NOT EXISTS queen.stats_history (
-    stat_type   text NOT NULL,
-    stat_key    text NOT NULL,
-    bucket_time timestamptz NOT NULL,
-    queue_id    uuid REFERENCES queen.queues(id) ON DELETE CASCADE,
-    data        jsonb NOT NULL DEFAULT '{}'::jsonb,
-    PRIMARY KEY (stat_type, stat_key, bucket_time)
-);
-CREATE INDEX IF NOT EXISTS stats_history_bucket_idx ON queen.stats_history (bucket_time);
-
-CREATE TABLE IF NOT EXISTS queen.system_metrics (
-    id         bigserial PRIMARY KEY,
-    ts         timestamptz NOT NULL DEFAULT now(),
-    hostname   text NOT NULL,
-    port       integer NOT NULL,
-    worker_id  text NOT NULL,
-    metrics    jsonb NOT NULL DEFAULT '{}'::jsonb,
-    CONSTRAINT system_metrics_key UNIQUE (ts, hostname, port, worker_id)
-);
-CREATE INDEX IF NOT EXISTS system_metrics_ts_idx ON queen.system_metrics (ts);

@@ -1,16 +1,37 @@
--- Pop: subscription registration, partition selection, claim, read, autoAck.
+-- Conflated ("last value") pop.
+
+-- ==== 070_conflation ====
+-- Conflated ("last value") pop, semantics.md §17 (issue 3).
+--
+-- A consumer group's conflation policy lives in consumer_groups_metadata.conflation
+-- (jsonb, present since 001): NULL = normal delivery, 'true' = conflating. The readers in
+-- 011/016 (queue depth) count any non-null value as conflating, so this file never writes
+-- 'false'. The policy of a (queue, group) is bool_or over the group's rows of that queue:
+-- the first registration decides it and every later row copies it, so "first
+-- registration wins" holds for the whole-queue row and the partition-form rows alike.
+--
+-- queen.pop (003, optimised by issue 2) is not touched: the broker calls this function
+-- only for pops that ask for conflation or whose group it knows (or suspects) conflates,
+-- and falls back to queen.pop when this function answers {policy:false}.
+
+-- True when a stored policy value means "conflating".
+CREATE OR REPLACE FUNCTION queen.conflation_on(c jsonb) RETURNS boolean
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT c IS NOT NULL AND c <> 'null'::jsonb AND c <> 'false'::jsonb
+$$;
 
 -- ---------------------------------------------------------------------------
--- queen.pop(p)
---   in : {tenant, queue|null, partition|null, namespace|null, task|null,
---         group ('__QUEUE_MODE__' = queue mode), batch >=1, partitions 1..64,
---         leaseSeconds|null, autoAck, subMode:"all"|"new"|"timestamp", subFrom|null,
---         leaseId}
---   out: {messages:[{id, transactionId, traceId, data, producerSub, createdAt,
---                    partitionId, partition, queue, isEncrypted}],
---         partitionsClaimed, queue, partition, partitionId, leaseExpiresAt}
+-- queen.pop_conflated(p)
+--   in : queen.pop's argument plus conflation (bool: the request asked for it).
+--   out: {policy:false, registered:<bool>}  -- no queue in scope conflates for this
+--                                              group: nothing claimed, use queen.pop
+--        or queen.pop's answer plus policy:true. For each claimed partition of a
+--        conflating queue exactly one message is delivered: the newest visible one after
+--        the cursor (batch_size 1, so the ack moves the cursor onto it and the older
+--        pending messages are never delivered). Partitions of non-conflating queues of a
+--        discovery scope are read as queen.pop reads them.
 -- ---------------------------------------------------------------------------
-CREATE OR REPLACE FUNCTION queen.pop(p jsonb) RETURNS jsonb
+CREATE OR REPLACE FUNCTION queen.pop_conflated(p jsonb) RETURNS jsonb
 LANGUAGE plpgsql AS $$
 DECLARE
     v_tenant   uuid := coalesce(queen.try_uuid(p->>'tenant'), '00000000-0000-0000-0000-000000000001');
@@ -19,6 +40,7 @@ DECLARE
     v_ns       text := p->>'namespace';
     v_task     text := p->>'task';
     v_group    text := coalesce(nullif(p->>'group', ''), '__QUEUE_MODE__');
+    v_req      boolean := coalesce((p->>'conflation')::boolean, false);
     v_batch    int  := greatest(coalesce((p->>'batch')::numeric::int, 1), 1);
     v_maxparts int  := least(greatest(coalesce((p->>'partitions')::numeric::int, 1), 1), 64);
     v_lease_s  int  := (p->>'leaseSeconds')::numeric::int;
@@ -27,9 +49,10 @@ DECLARE
     v_from_txt text := p->>'subFrom';
     v_lease    uuid := coalesce(queen.try_uuid(p->>'leaseId'), gen_random_uuid());
     v_now      timestamptz := now();
-    v_qm       boolean;
     v_from     timestamptz;
     v_qids     uuid[];
+    v_cq       uuid[];
+    v_all_reg  boolean;
     v_remaining int;
     v_claimed  int := 0;
     v_msgs     jsonb := '[]'::jsonb;
@@ -49,17 +72,21 @@ DECLARE
     v_last_ts  timestamptz;
     v_batch_json jsonb;
     v_ok       boolean;
-    v_limit    int;
     v_rand     uuid := gen_random_uuid();
     v_src      uuid[];
     v_behind   boolean;
+    v_empty    jsonb := jsonb_build_object('messages', '[]'::jsonb, 'partitionsClaimed', 0,
+                   'queue', NULL, 'partition', NULL, 'partitionId', NULL,
+                   'leaseExpiresAt', NULL, 'policy', true);
 BEGIN
-    v_qm := v_group = '__QUEUE_MODE__';
+    -- queue mode has no registration, so no stored policy: never conflating
+    IF v_group = '__QUEUE_MODE__' THEN
+        RETURN jsonb_build_object('policy', false, 'registered', true);
+    END IF;
     IF v_part IS NOT NULL THEN
         v_maxparts := 1;
     END IF;
 
-    -- target queues (priority order matters only for discovery)
     IF v_queue IS NOT NULL THEN
         SELECT array_agg(q.id) INTO v_qids
           FROM queen.queues q WHERE q.tenant_id = v_tenant AND q.name = v_queue;
@@ -70,49 +97,68 @@ BEGIN
            AND (v_ns IS NULL OR q.namespace = v_ns)
            AND (v_task IS NULL OR q.task = v_task);
     END IF;
-
     IF v_qids IS NULL THEN
-        RETURN jsonb_build_object('messages', '[]'::jsonb, 'partitionsClaimed', 0,
-            'queue', NULL, 'partition', NULL, 'partitionId', NULL, 'leaseExpiresAt', NULL);
+        -- nothing to register against: the request's own wish is the effective policy
+        IF v_req THEN
+            RETURN v_empty;
+        END IF;
+        RETURN jsonb_build_object('policy', false, 'registered', false);
     END IF;
 
-    -- subscription registration for named groups (first registration wins)
-    IF NOT v_qm THEN
-        IF v_from_txt IS NOT NULL AND lower(v_from_txt) = 'now' THEN
-            v_mode := 'new';
-        END IF;
-        IF v_mode IN ('new', 'new-only') THEN
-            v_mode := 'new';
-            v_from := v_now;
-        ELSIF v_mode = 'timestamp' AND v_from_txt IS NOT NULL THEN
-            v_from := v_from_txt::timestamptz;
-        ELSE
-            v_mode := 'all';
-            v_from := NULL;
-        END IF;
-        INSERT INTO queen.consumer_groups_metadata
-               (queue_id, consumer_group, queue_name, partition_name, namespace, task,
-                subscription_mode, subscription_timestamp)
-        SELECT q.id, v_group, q.name, coalesce(v_part, ''), '', '', v_mode, v_from
-          FROM queen.queues q
-         WHERE q.id = ANY (v_qids)
-           AND NOT EXISTS (SELECT 1 FROM queen.consumer_groups_metadata m
-                            WHERE m.queue_id = q.id AND m.consumer_group = v_group
-                              AND m.partition_name = coalesce(v_part, '')
-                              AND m.namespace = '' AND m.task = '')
-         ORDER BY q.id
-        ON CONFLICT (queue_id, consumer_group, partition_name, namespace, task) DO NOTHING;
+    -- stored policy per queue; unregistered queues take the request's wish
+    SELECT coalesce(array_agg(s.qid) FILTER (WHERE s.conf OR (NOT s.reg AND v_req)), '{}'),
+           bool_and(s.reg)
+      INTO v_cq, v_all_reg
+      FROM (SELECT u.qid,
+                   coalesce(bool_or(queen.conflation_on(m.conflation)), false) AS conf,
+                   count(m.id) > 0 AS reg
+              FROM unnest(v_qids) AS u(qid)
+              LEFT JOIN queen.consumer_groups_metadata m
+                     ON m.queue_id = u.qid AND m.consumer_group = v_group
+             GROUP BY u.qid) s;
+    IF cardinality(v_cq) = 0 THEN
+        RETURN jsonb_build_object('policy', false, 'registered', v_all_reg);
+    END IF;
+
+    -- subscription registration (first registration wins), carrying the policy
+    IF v_from_txt IS NOT NULL AND lower(v_from_txt) = 'now' THEN
+        v_mode := 'new';
+    END IF;
+    IF v_mode IN ('new', 'new-only') THEN
+        v_mode := 'new';
+        v_from := v_now;
+    ELSIF v_mode = 'timestamp' AND v_from_txt IS NOT NULL THEN
+        v_from := v_from_txt::timestamptz;
+    ELSE
+        v_mode := 'all';
+        v_from := NULL;
+    END IF;
+    INSERT INTO queen.consumer_groups_metadata
+           (queue_id, consumer_group, queue_name, partition_name, namespace, task,
+            subscription_mode, subscription_timestamp, conflation)
+    SELECT q.id, v_group, q.name, coalesce(v_part, ''), '', '', v_mode, v_from,
+           CASE WHEN q.id = ANY (v_cq) THEN 'true'::jsonb END
+      FROM queen.queues q
+     WHERE q.id = ANY (v_qids)
+       AND NOT EXISTS (SELECT 1 FROM queen.consumer_groups_metadata m
+                        WHERE m.queue_id = q.id AND m.consumer_group = v_group
+                          AND m.partition_name = coalesce(v_part, '')
+                          AND m.namespace = '' AND m.task = '')
+     ORDER BY q.id
+    ON CONFLICT (queue_id, consumer_group, partition_name, namespace, task) DO NOTHING;
+
+    -- a concurrent first registration may have won the other way: re-read what is stored
+    SELECT coalesce(array_agg(DISTINCT m.queue_id), '{}') INTO v_cq
+      FROM queen.consumer_groups_metadata m
+     WHERE m.queue_id = ANY (v_qids) AND m.consumer_group = v_group
+       AND queen.conflation_on(m.conflation);
+    IF cardinality(v_cq) = 0 THEN
+        RETURN jsonb_build_object('policy', false, 'registered', true);
     END IF;
 
     v_remaining := v_batch;
-    v_limit := v_maxparts * 4 + 8;
 
-        -- Bounded, index-driven candidate sources (a queue may have 10,000 partitions):
-    --  * the partition named by the partition form;
-    --  * the 256 most recently written partitions (new data is always found);
-    --  * 256 partitions from a random point in partition-id order (a rotating sweep);
-    --  * the group's suspect rows: lease set/expired, retrying, or released behind.
-    -- With <= 256 partitions per queue this examines every partition (exact).
+    -- bounded candidate sources, as queen.pop (003) chooses them
     SELECT array_agg(DISTINCT s.pid) INTO v_src FROM (
         SELECT pt.id AS pid FROM queen.partitions pt
          WHERE v_part IS NOT NULL AND pt.queue_id = ANY (v_qids) AND pt.name = v_part
@@ -141,21 +187,18 @@ BEGIN
           LIMIT 4096)
     ) s;
 
-    -- candidates: no live lease, something after the group's position (from
-    -- partition_lookup, no message scan), window buffer satisfied; oldest cursor first.
     FOR c IN
         WITH cand AS (
             SELECT pl.partition_id, pt.name AS pname, q.id AS qid, q.name AS qname,
                    q.priority, q.lease_time, q.delayed_processing,
+                   q.id = ANY (v_cq) AS conflate,
                    CASE WHEN pc.last_consumed_created_at IS NOT NULL THEN pc.last_consumed_created_at
-                        WHEN v_qm THEN '-infinity'::timestamptz
                         WHEN mp.id IS NOT NULL THEN coalesce(mp.subscription_timestamp, '-infinity')
                         WHEN mq.id IS NOT NULL THEN coalesce(mq.subscription_timestamp, '-infinity')
                         ELSE '-infinity'::timestamptz END AS cur_ts,
                    coalesce(pc.last_consumed_id, '00000000-0000-0000-0000-000000000000'::uuid) AS cur_id,
                    pl.last_message_created_at AS last_ts, pl.last_message_id AS last_id
               FROM unnest(v_src) AS s(pid)
-              -- per-source-row probes (OFFSET 0 keeps the planner from hashing the whole table)
               CROSS JOIN LATERAL (SELECT x.* FROM queen.partition_lookup x
                                    WHERE x.partition_id = s.pid OFFSET 0) pl
               JOIN queen.queues q ON q.id = pl.queue_id
@@ -164,10 +207,10 @@ BEGIN
                                   WHERE y.partition_id = pl.partition_id AND y.consumer_group = v_group
                                  OFFSET 0) pc ON true
               LEFT JOIN queen.consumer_groups_metadata mq
-                     ON NOT v_qm AND mq.queue_id = q.id AND mq.consumer_group = v_group
+                     ON mq.queue_id = q.id AND mq.consumer_group = v_group
                     AND mq.partition_name = '' AND mq.namespace = '' AND mq.task = ''
               LEFT JOIN queen.consumer_groups_metadata mp
-                     ON NOT v_qm AND mp.queue_id = q.id AND mp.consumer_group = v_group
+                     ON mp.queue_id = q.id AND mp.consumer_group = v_group
                     AND mp.partition_name = pt.name AND mp.namespace = '' AND mp.task = ''
              WHERE q.id = ANY (v_qids)
                AND (v_part IS NULL OR pt.name = v_part)
@@ -179,14 +222,11 @@ BEGIN
         SELECT * FROM cand
          WHERE (last_ts, last_id) > (cur_ts, cur_id)
          ORDER BY priority DESC, cur_ts, partition_id
-         LIMIT v_limit
+         LIMIT v_maxparts * 4 + 8
     LOOP
         EXIT WHEN v_claimed >= v_maxparts OR v_remaining <= 0;
-
-        -- never block on a busy (partition, group)
         CONTINUE WHEN NOT pg_try_advisory_xact_lock(queen.lock_key(c.partition_id, v_group));
 
-        -- re-read the cursor row under the lock (fresh snapshot)
         SELECT x.lease_expires_at, x.last_consumed_created_at, x.last_consumed_id
           INTO v_pc
           FROM queen.partition_consumers x
@@ -205,7 +245,8 @@ BEGIN
             v_cur_id := '00000000-0000-0000-0000-000000000000';
         END IF;
 
-        -- read after the cursor in position order, skipping delayed messages
+        -- conflating: only the newest visible message after the cursor (one backward
+        -- index step); otherwise the oldest v_remaining, as queen.pop reads them
         SELECT count(*)::int,
                jsonb_agg(jsonb_build_object(
                    'id', m.id,
@@ -221,15 +262,22 @@ BEGIN
                (array_agg(m.id ORDER BY m.created_at DESC, m.id DESC))[1],
                max(m.created_at)
           INTO v_n, v_batch_json, v_last_id, v_last_ts
-          FROM (SELECT * FROM queen.messages mm
-                 WHERE mm.partition_id = c.partition_id
-                   AND (mm.created_at, mm.id) > (v_cur_ts, v_cur_id)
-                   AND (c.delayed_processing <= 0
-                        OR mm.created_at <= v_now - c.delayed_processing * interval '1 second')
-                 ORDER BY mm.created_at, mm.id
-                 LIMIT v_remaining) m;
+          FROM ((SELECT * FROM queen.messages mm
+                  WHERE c.conflate AND mm.partition_id = c.partition_id
+                    AND (mm.created_at, mm.id) > (v_cur_ts, v_cur_id)
+                    AND (c.delayed_processing <= 0
+                         OR mm.created_at <= v_now - c.delayed_processing * interval '1 second')
+                  ORDER BY mm.created_at DESC, mm.id DESC
+                  LIMIT 1)
+                UNION ALL
+                (SELECT * FROM queen.messages mm
+                  WHERE NOT c.conflate AND mm.partition_id = c.partition_id
+                    AND (mm.created_at, mm.id) > (v_cur_ts, v_cur_id)
+                    AND (c.delayed_processing <= 0
+                         OR mm.created_at <= v_now - c.delayed_processing * interval '1 second')
+                  ORDER BY mm.created_at, mm.id
+                  LIMIT v_remaining)) m;
 
-        -- nothing deliverable: the partition is not claimed (released at once)
         CONTINUE WHEN v_n = 0;
 
         v_lease_len := coalesce(v_lease_s, c.lease_time, 60);
@@ -274,7 +322,6 @@ BEGIN
              WHERE x.lease_expires_at IS NULL OR x.lease_expires_at <= now()
             RETURNING true INTO v_ok;
         END IF;
-        -- 0 rows = lost the race: skip this partition
         CONTINUE WHEN v_ok IS NULL;
         v_ok := NULL;
 
@@ -291,15 +338,14 @@ BEGIN
     END LOOP;
 
     IF v_claimed = 0 THEN
-        RETURN jsonb_build_object('messages', '[]'::jsonb, 'partitionsClaimed', 0,
-            'queue', NULL, 'partition', NULL, 'partitionId', NULL, 'leaseExpiresAt', NULL);
+        RETURN v_empty;
     END IF;
-
     RETURN jsonb_build_object(
         'messages', v_msgs,
         'partitionsClaimed', v_claimed,
         'queue', v_first_q,
         'partition', v_first_p,
         'partitionId', v_first_pid,
-        'leaseExpiresAt', queen.iso(v_first_exp));
+        'leaseExpiresAt', queen.iso(v_first_exp),
+        'policy', true);
 END $$;

@@ -1,5 +1,8 @@
 -- Transaction endpoint: pushes and acks applied all-or-nothing.
 
+-- ==== 005_transaction ====
+-- Transaction endpoint: pushes and acks applied all-or-nothing.
+
 -- ---------------------------------------------------------------------------
 -- queen.transaction(p)
 --   in : {tenant, requiredLeases:[leaseId...],

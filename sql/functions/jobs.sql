@@ -1,3 +1,20 @@
+-- Background jobs: retention, completed retention, max-wait eviction, expired-lease reclaim.
+
+-- ==== 014_jobs ====
+-- Background jobs (semantics.md §12): retention, completed retention,
+-- max-wait eviction and expired-lease reclaim. One call of queen.maintenance
+-- is one bounded round of one job in its own transaction, under a
+-- transaction-level try advisory lock per job so that one broker of a cluster
+-- runs a job at a time (a busy lock means "another broker is on it": skip).
+
+-- Advisory-lock key of a job (737001 is the spec's retention key).
+CREATE OR REPLACE FUNCTION queen.job_lock_key(job text) RETURNS bigint
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE job WHEN 'retention' THEN 737001 WHEN 'eviction' THEN 737002
+                    WHEN 'lease_reclaim' THEN 737003 ELSE 737099 END::bigint
+$$;
+
+-- ==== 079_retention_fast ====
 -- Cheaper background-job rounds (issue 3: "the retention job keeps up with
 -- 5,000 msg/s of inflow without slowing push by more than 10%").
 -- Redefines queen.maintenance (sql/014) with the same contract, locks and
