@@ -62,19 +62,16 @@ DECLARE
     v_first_pid uuid;
     v_first_exp timestamptz;
     c          record;
-    v_pc       record;
+    v_l        record;
+    v_k        record;
+    v_conflate boolean;
     v_cur_ts   timestamptz;
     v_cur_id   uuid;
-    v_lease_len int;
     v_exp      timestamptz;
     v_n        int;
     v_last_id  uuid;
     v_last_ts  timestamptz;
     v_batch_json jsonb;
-    v_ok       boolean;
-    v_rand     uuid := gen_random_uuid();
-    v_src      uuid[];
-    v_behind   boolean;
     v_empty    jsonb := jsonb_build_object('messages', '[]'::jsonb, 'partitionsClaimed', 0,
                    'queue', NULL, 'partition', NULL, 'partitionId', NULL,
                    'leaseExpiresAt', NULL, 'policy', true);
@@ -158,92 +155,15 @@ BEGIN
 
     v_remaining := v_batch;
 
-    -- bounded candidate sources, as queen.pop (003) chooses them
-    SELECT array_agg(DISTINCT s.pid) INTO v_src FROM (
-        SELECT pt.id AS pid FROM queen.partitions pt
-         WHERE v_part IS NOT NULL AND pt.queue_id = ANY (v_qids) AND pt.name = v_part
-        UNION
-        (SELECT r.pid FROM unnest(v_qids) AS uq(qid)
-           CROSS JOIN LATERAL (
-                SELECT pl.partition_id AS pid FROM queen.partition_lookup pl
-                 WHERE pl.queue_id = uq.qid AND pl.last_message_created_at IS NOT NULL
-                 ORDER BY pl.last_message_created_at DESC LIMIT 256) r
-          WHERE v_part IS NULL LIMIT 1024)
-        UNION
-        (SELECT r.pid FROM unnest(v_qids) AS uq(qid)
-           CROSS JOIN LATERAL (
-                (SELECT pl.partition_id AS pid FROM queen.partition_lookup pl
-                  WHERE pl.queue_id = uq.qid AND pl.partition_id >= v_rand
-                  ORDER BY pl.partition_id LIMIT 256)
-                UNION ALL
-                (SELECT pl.partition_id FROM queen.partition_lookup pl
-                  WHERE pl.queue_id = uq.qid AND pl.partition_id < v_rand
-                  ORDER BY pl.partition_id LIMIT 64)) r
-          WHERE v_part IS NULL LIMIT 1024)
-        UNION
-        (SELECT pc.partition_id FROM queen.partition_consumers pc
-          WHERE v_part IS NULL AND pc.consumer_group = v_group
-            AND (pc.worker_id IS NOT NULL OR pc.behind OR pc.batch_retry_count > 0)
-          LIMIT 4096)
-    ) s;
-
-    FOR c IN
-        WITH cand AS (
-            SELECT pl.partition_id, pt.name AS pname, q.id AS qid, q.name AS qname,
-                   q.priority, q.lease_time, q.delayed_processing,
-                   q.id = ANY (v_cq) AS conflate,
-                   CASE WHEN pc.last_consumed_created_at IS NOT NULL THEN pc.last_consumed_created_at
-                        WHEN mp.id IS NOT NULL THEN coalesce(mp.subscription_timestamp, '-infinity')
-                        WHEN mq.id IS NOT NULL THEN coalesce(mq.subscription_timestamp, '-infinity')
-                        ELSE '-infinity'::timestamptz END AS cur_ts,
-                   coalesce(pc.last_consumed_id, '00000000-0000-0000-0000-000000000000'::uuid) AS cur_id,
-                   pl.last_message_created_at AS last_ts, pl.last_message_id AS last_id
-              FROM unnest(v_src) AS s(pid)
-              CROSS JOIN LATERAL (SELECT x.* FROM queen.partition_lookup x
-                                   WHERE x.partition_id = s.pid OFFSET 0) pl
-              JOIN queen.queues q ON q.id = pl.queue_id
-              JOIN queen.partitions pt ON pt.id = pl.partition_id
-              LEFT JOIN LATERAL (SELECT y.* FROM queen.partition_consumers y
-                                  WHERE y.partition_id = pl.partition_id AND y.consumer_group = v_group
-                                 OFFSET 0) pc ON true
-              LEFT JOIN queen.consumer_groups_metadata mq
-                     ON mq.queue_id = q.id AND mq.consumer_group = v_group
-                    AND mq.partition_name = '' AND mq.namespace = '' AND mq.task = ''
-              LEFT JOIN queen.consumer_groups_metadata mp
-                     ON mp.queue_id = q.id AND mp.consumer_group = v_group
-                    AND mp.partition_name = pt.name AND mp.namespace = '' AND mp.task = ''
-             WHERE q.id = ANY (v_qids)
-               AND (v_part IS NULL OR pt.name = v_part)
-               AND pl.last_message_created_at IS NOT NULL
-               AND (pc.lease_expires_at IS NULL OR pc.lease_expires_at <= v_now)
-               AND (q.window_buffer <= 0
-                    OR pl.last_message_created_at <= v_now - q.window_buffer * interval '1 second')
-        )
-        SELECT * FROM cand
-         WHERE (last_ts, last_id) > (cur_ts, cur_id)
-         ORDER BY priority DESC, cur_ts, partition_id
-         LIMIT v_maxparts * 4 + 8
-    LOOP
+    FOR c IN SELECT * FROM queen.pop_candidates(v_qids, v_part, v_group, v_now,
+                                                v_maxparts * 4 + 8) LOOP
         EXIT WHEN v_claimed >= v_maxparts OR v_remaining <= 0;
-        CONTINUE WHEN NOT pg_try_advisory_xact_lock(queen.lock_key(c.partition_id, v_group));
-
-        SELECT x.lease_expires_at, x.last_consumed_created_at, x.last_consumed_id
-          INTO v_pc
-          FROM queen.partition_consumers x
-         WHERE x.partition_id = c.partition_id AND x.consumer_group = v_group;
-        IF FOUND THEN
-            CONTINUE WHEN v_pc.lease_expires_at IS NOT NULL AND v_pc.lease_expires_at > v_now;
-            IF v_pc.last_consumed_created_at IS NOT NULL THEN
-                v_cur_ts := v_pc.last_consumed_created_at;
-                v_cur_id := v_pc.last_consumed_id;
-            ELSE
-                v_cur_ts := c.cur_ts;
-                v_cur_id := '00000000-0000-0000-0000-000000000000';
-            END IF;
-        ELSE
-            v_cur_ts := c.cur_ts;
-            v_cur_id := '00000000-0000-0000-0000-000000000000';
-        END IF;
+        v_conflate := c.qid = ANY (v_cq);
+        -- the try-lock, then the cursor re-read under it (queen.pop_lock)
+        v_l := queen.pop_lock(c.partition_id, v_group, v_now, c.cur_ts);
+        CONTINUE WHEN NOT v_l.ok;
+        v_cur_ts := v_l.cur_ts;
+        v_cur_id := v_l.cur_id;
 
         -- conflating: only the newest visible message after the cursor (one backward
         -- index step); otherwise the oldest v_remaining, as queen.pop reads them
@@ -263,7 +183,7 @@ BEGIN
                max(m.created_at)
           INTO v_n, v_batch_json, v_last_id, v_last_ts
           FROM ((SELECT * FROM queen.messages mm
-                  WHERE c.conflate AND mm.partition_id = c.partition_id
+                  WHERE v_conflate AND mm.partition_id = c.partition_id
                     AND (mm.created_at, mm.id) > (v_cur_ts, v_cur_id)
                     AND (c.delayed_processing <= 0
                          OR mm.created_at <= v_now - c.delayed_processing * interval '1 second')
@@ -271,7 +191,7 @@ BEGIN
                   LIMIT 1)
                 UNION ALL
                 (SELECT * FROM queen.messages mm
-                  WHERE NOT c.conflate AND mm.partition_id = c.partition_id
+                  WHERE NOT v_conflate AND mm.partition_id = c.partition_id
                     AND (mm.created_at, mm.id) > (v_cur_ts, v_cur_id)
                     AND (c.delayed_processing <= 0
                          OR mm.created_at <= v_now - c.delayed_processing * interval '1 second')
@@ -280,50 +200,11 @@ BEGIN
 
         CONTINUE WHEN v_n = 0;
 
-        v_lease_len := coalesce(v_lease_s, c.lease_time, 60);
-        IF v_lease_len IS NULL OR v_lease_len <= 0 THEN
-            v_lease_len := 60;
-        END IF;
-        v_exp := v_now + v_lease_len * interval '1 second';
-
-        IF v_auto THEN
-            v_behind := (c.last_ts, c.last_id) > (v_last_ts, v_last_id);
-            INSERT INTO queen.partition_consumers AS x
-                   (partition_id, consumer_group, last_consumed_id, last_consumed_created_at,
-                    total_messages_consumed, total_batches_consumed, last_consumed_at,
-                    batch_size, acked_count, behind)
-            VALUES (c.partition_id, v_group, v_last_id, v_last_ts, v_n, 1, v_now, v_n, v_n, v_behind)
-            ON CONFLICT (partition_id, consumer_group) DO UPDATE SET
-                last_consumed_id = EXCLUDED.last_consumed_id,
-                last_consumed_created_at = EXCLUDED.last_consumed_created_at,
-                total_messages_consumed = x.total_messages_consumed + EXCLUDED.total_messages_consumed,
-                total_batches_consumed = x.total_batches_consumed + 1,
-                last_consumed_at = EXCLUDED.last_consumed_at,
-                lease_expires_at = NULL,
-                lease_acquired_at = NULL,
-                worker_id = NULL,
-                batch_size = EXCLUDED.batch_size,
-                acked_count = EXCLUDED.acked_count,
-                batch_retry_count = 0,
-                behind = EXCLUDED.behind
-             WHERE x.lease_expires_at IS NULL OR x.lease_expires_at <= now()
-            RETURNING true INTO v_ok;
-        ELSE
-            INSERT INTO queen.partition_consumers AS x
-                   (partition_id, consumer_group, lease_expires_at, lease_acquired_at, worker_id,
-                    batch_size, acked_count)
-            VALUES (c.partition_id, v_group, v_exp, v_now, v_lease, v_n, 0)
-            ON CONFLICT (partition_id, consumer_group) DO UPDATE SET
-                lease_expires_at = EXCLUDED.lease_expires_at,
-                lease_acquired_at = EXCLUDED.lease_acquired_at,
-                worker_id = EXCLUDED.worker_id,
-                batch_size = EXCLUDED.batch_size,
-                acked_count = 0
-             WHERE x.lease_expires_at IS NULL OR x.lease_expires_at <= now()
-            RETURNING true INTO v_ok;
-        END IF;
-        CONTINUE WHEN v_ok IS NULL;
-        v_ok := NULL;
+        v_k := queen.pop_claim(c.partition_id, v_group, v_auto, v_lease, v_now, v_lease_s,
+                               c.lease_time, v_n, v_last_ts, v_last_id, c.last_ts, c.last_id);
+        -- lost the race (leased meanwhile): skip this partition
+        CONTINUE WHEN NOT v_k.claimed;
+        v_exp := v_k.expires;
 
         v_msgs := v_msgs || v_batch_json;
         v_claimed := v_claimed + 1;

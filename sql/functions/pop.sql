@@ -12,6 +12,205 @@
 -- SQL-level callers keep the jsonb shape.
 
 -- ---------------------------------------------------------------------------
+-- The claim logic of a pop, shared by queen.pop_compact and queen.pop_conflated
+-- (only the read of the messages differs between them): the candidate
+-- partitions, the try-lock and cursor re-read under it, and the lease (or
+-- autoAck cursor move). All three are plpgsql so that their statements keep
+-- cached plans per session, as they did inline.
+-- ---------------------------------------------------------------------------
+
+-- The partitions a pop of p_group may claim in the queues p_qids (only
+-- p_part, when given), best first, at most p_limit: no live lease, something
+-- after the group's position (from partition_lookup, no message scan), window
+-- buffer satisfied; highest priority, then oldest cursor first.
+CREATE OR REPLACE FUNCTION queen.pop_candidates(p_qids uuid[], p_part text, p_group text,
+    p_now timestamptz, p_limit int)
+RETURNS TABLE (partition_id uuid, pname text, qid uuid, qname text, priority int,
+               lease_time int, delayed_processing int, cur_ts timestamptz, cur_id uuid,
+               last_ts timestamptz, last_id uuid)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    v_qm   boolean := p_group = '__QUEUE_MODE__';
+    v_rand uuid := gen_random_uuid();
+    v_src  uuid[];
+BEGIN
+    -- Bounded, index-driven candidate sources (a queue may have 10,000 partitions):
+    --  * the partition named by the partition form;
+    --  * the 256 most recently written partitions (new data is always found);
+    --  * 256 partitions from a random point in partition-id order (a rotating sweep);
+    --  * the group's suspect rows: lease set/expired, retrying, or released behind.
+    -- With <= 256 partitions per queue this examines every partition (exact).
+    SELECT array_agg(DISTINCT s.pid) INTO v_src FROM (
+        SELECT pt.id AS pid FROM queen.partitions pt
+         WHERE p_part IS NOT NULL AND pt.queue_id = ANY (p_qids) AND pt.name = p_part
+        UNION
+        (SELECT r.pid FROM unnest(p_qids) AS uq(qid)
+           CROSS JOIN LATERAL (
+                SELECT pl.partition_id AS pid FROM queen.partition_lookup pl
+                 WHERE pl.queue_id = uq.qid AND pl.last_message_created_at IS NOT NULL
+                 ORDER BY pl.last_message_created_at DESC LIMIT 256) r
+          WHERE p_part IS NULL LIMIT 1024)
+        UNION
+        (SELECT r.pid FROM unnest(p_qids) AS uq(qid)
+           CROSS JOIN LATERAL (
+                (SELECT pl.partition_id AS pid FROM queen.partition_lookup pl
+                  WHERE pl.queue_id = uq.qid AND pl.partition_id >= v_rand
+                  ORDER BY pl.partition_id LIMIT 256)
+                UNION ALL
+                (SELECT pl.partition_id FROM queen.partition_lookup pl
+                  WHERE pl.queue_id = uq.qid AND pl.partition_id < v_rand
+                  ORDER BY pl.partition_id LIMIT 64)) r
+          WHERE p_part IS NULL LIMIT 1024)
+        UNION
+        (SELECT pc.partition_id FROM queen.partition_consumers pc
+          WHERE p_part IS NULL AND pc.consumer_group = p_group
+            AND (pc.worker_id IS NOT NULL OR pc.behind OR pc.batch_retry_count > 0)
+          LIMIT 4096)
+    ) s;
+
+    RETURN QUERY
+        WITH cand AS (
+            SELECT pl.partition_id, pt.name AS pname, q.id AS qid, q.name AS qname,
+                   q.priority, q.lease_time, q.delayed_processing,
+                   CASE WHEN pc.last_consumed_created_at IS NOT NULL THEN pc.last_consumed_created_at
+                        WHEN v_qm THEN '-infinity'::timestamptz
+                        WHEN mp.id IS NOT NULL THEN coalesce(mp.subscription_timestamp, '-infinity')
+                        WHEN mq.id IS NOT NULL THEN coalesce(mq.subscription_timestamp, '-infinity')
+                        ELSE '-infinity'::timestamptz END AS cur_ts,
+                   coalesce(pc.last_consumed_id, '00000000-0000-0000-0000-000000000000'::uuid) AS cur_id,
+                   pl.last_message_created_at AS last_ts, pl.last_message_id AS last_id
+              FROM unnest(v_src) AS s(pid)
+              -- per-source-row probes (OFFSET 0 keeps the planner from hashing the whole table)
+              CROSS JOIN LATERAL (SELECT x.* FROM queen.partition_lookup x
+                                   WHERE x.partition_id = s.pid OFFSET 0) pl
+              JOIN queen.queues q ON q.id = pl.queue_id
+              JOIN queen.partitions pt ON pt.id = pl.partition_id
+              LEFT JOIN LATERAL (SELECT y.* FROM queen.partition_consumers y
+                                  WHERE y.partition_id = pl.partition_id AND y.consumer_group = p_group
+                                 OFFSET 0) pc ON true
+              LEFT JOIN queen.consumer_groups_metadata mq
+                     ON NOT v_qm AND mq.queue_id = q.id AND mq.consumer_group = p_group
+                    AND mq.partition_name = '' AND mq.namespace = '' AND mq.task = ''
+              LEFT JOIN queen.consumer_groups_metadata mp
+                     ON NOT v_qm AND mp.queue_id = q.id AND mp.consumer_group = p_group
+                    AND mp.partition_name = pt.name AND mp.namespace = '' AND mp.task = ''
+             WHERE q.id = ANY (p_qids)
+               AND (p_part IS NULL OR pt.name = p_part)
+               AND pl.last_message_created_at IS NOT NULL
+               AND (pc.lease_expires_at IS NULL OR pc.lease_expires_at <= p_now)
+               AND (q.window_buffer <= 0
+                    OR pl.last_message_created_at <= p_now - q.window_buffer * interval '1 second')
+        )
+        SELECT cand.partition_id, cand.pname, cand.qid, cand.qname, cand.priority,
+               cand.lease_time, cand.delayed_processing, cand.cur_ts, cand.cur_id,
+               cand.last_ts, cand.last_id
+          FROM cand
+         WHERE (last_ts, last_id) > (cur_ts, cur_id)
+         ORDER BY priority DESC, cur_ts, partition_id
+         LIMIT p_limit;
+END $$;
+
+-- Takes the try-lock of (p_pid, p_group) (never blocks on a busy pair) and
+-- re-reads the cursor row under it (fresh snapshot). ok is false when the lock
+-- is busy or a live lease holds the partition; else (cur_ts, cur_id) is the
+-- position to read after (p_cur_ts, the subscription start, without a cursor).
+-- The lock, once taken, is held to the end of the transaction either way.
+CREATE OR REPLACE FUNCTION queen.pop_lock(p_pid uuid, p_group text, p_now timestamptz,
+    p_cur_ts timestamptz, OUT ok boolean, OUT cur_ts timestamptz, OUT cur_id uuid)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_pc record;
+BEGIN
+    ok := false;
+    IF NOT pg_try_advisory_xact_lock(queen.lock_key(p_pid, p_group)) THEN
+        RETURN;
+    END IF;
+    SELECT x.lease_expires_at, x.last_consumed_created_at, x.last_consumed_id
+      INTO v_pc
+      FROM queen.partition_consumers x
+     WHERE x.partition_id = p_pid AND x.consumer_group = p_group;
+    IF FOUND THEN
+        IF v_pc.lease_expires_at IS NOT NULL AND v_pc.lease_expires_at > p_now THEN
+            RETURN;
+        END IF;
+        IF v_pc.last_consumed_created_at IS NOT NULL THEN
+            cur_ts := v_pc.last_consumed_created_at;
+            cur_id := v_pc.last_consumed_id;
+        ELSE
+            cur_ts := p_cur_ts;
+            cur_id := '00000000-0000-0000-0000-000000000000';
+        END IF;
+    ELSE
+        cur_ts := p_cur_ts;
+        cur_id := '00000000-0000-0000-0000-000000000000';
+    END IF;
+    ok := true;
+END $$;
+
+-- Claims (p_pid, p_group) for the p_n messages just read, the newest of them
+-- (p_last_ts, p_last_id): under autoAck the cursor moves onto it (behind when
+-- the partition's newest message, (p_newest_ts, p_newest_id), is further),
+-- else a lease p_lease is set for p_lease_s seconds (else the queue's
+-- p_lease_time, else 60). claimed is false when the row was leased meanwhile
+-- (lost the race: skip the partition); expires is the lease end either way.
+CREATE OR REPLACE FUNCTION queen.pop_claim(p_pid uuid, p_group text, p_auto boolean,
+    p_lease uuid, p_now timestamptz, p_lease_s int, p_lease_time int, p_n int,
+    p_last_ts timestamptz, p_last_id uuid, p_newest_ts timestamptz, p_newest_id uuid,
+    OUT claimed boolean, OUT expires timestamptz)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_lease_len int := coalesce(p_lease_s, p_lease_time, 60);
+    v_exp       timestamptz;
+    v_behind    boolean;
+    v_ok        boolean;
+BEGIN
+    IF v_lease_len IS NULL OR v_lease_len <= 0 THEN
+        v_lease_len := 60;
+    END IF;
+    v_exp := p_now + v_lease_len * interval '1 second';
+    expires := v_exp;
+
+    IF p_auto THEN
+        v_behind := (p_newest_ts, p_newest_id) > (p_last_ts, p_last_id);
+        INSERT INTO queen.partition_consumers AS x
+               (partition_id, consumer_group, last_consumed_id, last_consumed_created_at,
+                total_messages_consumed, total_batches_consumed, last_consumed_at,
+                batch_size, acked_count, behind)
+        VALUES (p_pid, p_group, p_last_id, p_last_ts, p_n, 1, p_now, p_n, p_n, v_behind)
+        ON CONFLICT (partition_id, consumer_group) DO UPDATE SET
+            last_consumed_id = EXCLUDED.last_consumed_id,
+            last_consumed_created_at = EXCLUDED.last_consumed_created_at,
+            total_messages_consumed = x.total_messages_consumed + EXCLUDED.total_messages_consumed,
+            total_batches_consumed = x.total_batches_consumed + 1,
+            last_consumed_at = EXCLUDED.last_consumed_at,
+            lease_expires_at = NULL,
+            lease_acquired_at = NULL,
+            worker_id = NULL,
+            batch_size = EXCLUDED.batch_size,
+            acked_count = EXCLUDED.acked_count,
+            batch_retry_count = 0,
+            behind = EXCLUDED.behind
+         WHERE x.lease_expires_at IS NULL OR x.lease_expires_at <= now()
+        RETURNING true INTO v_ok;
+    ELSE
+        INSERT INTO queen.partition_consumers AS x
+               (partition_id, consumer_group, lease_expires_at, lease_acquired_at, worker_id,
+                batch_size, acked_count)
+        VALUES (p_pid, p_group, v_exp, p_now, p_lease, p_n, 0)
+        ON CONFLICT (partition_id, consumer_group) DO UPDATE SET
+            lease_expires_at = EXCLUDED.lease_expires_at,
+            lease_acquired_at = EXCLUDED.lease_acquired_at,
+            worker_id = EXCLUDED.worker_id,
+            batch_size = EXCLUDED.batch_size,
+            acked_count = 0
+         WHERE x.lease_expires_at IS NULL OR x.lease_expires_at <= now()
+        RETURNING true INTO v_ok;
+    END IF;
+    claimed := v_ok IS NOT NULL;
+END $$;
+
+-- ---------------------------------------------------------------------------
 -- queen.pop_compact(p)
 --   in : as queen.pop (003).
 --   out: claimed (partitions claimed), first_queue, first_partition, first_pid,
@@ -54,10 +253,10 @@ DECLARE
     v_first_pid uuid;
     v_first_exp timestamptz;
     c          record;
-    v_pc       record;
+    v_l        record;
+    v_k        record;
     v_cur_ts   timestamptz;
     v_cur_id   uuid;
-    v_lease_len int;
     v_exp      timestamptz;
     v_n        int;
     v_last_id  uuid;
@@ -69,11 +268,7 @@ DECLARE
     b_sub      text[];
     b_created  timestamptz[];
     b_enc      boolean[];
-    v_ok       boolean;
     v_limit    int;
-    v_rand     uuid := gen_random_uuid();
-    v_src      uuid[];
-    v_behind   boolean;
 BEGIN
     v_qm := v_group = '__QUEUE_MODE__';
     IF v_part IS NOT NULL THEN
@@ -128,103 +323,14 @@ BEGIN
     v_remaining := v_batch;
     v_limit := v_maxparts * 4 + 8;
 
-        -- Bounded, index-driven candidate sources (a queue may have 10,000 partitions):
-    --  * the partition named by the partition form;
-    --  * the 256 most recently written partitions (new data is always found);
-    --  * 256 partitions from a random point in partition-id order (a rotating sweep);
-    --  * the group's suspect rows: lease set/expired, retrying, or released behind.
-    -- With <= 256 partitions per queue this examines every partition (exact).
-    SELECT array_agg(DISTINCT s.pid) INTO v_src FROM (
-        SELECT pt.id AS pid FROM queen.partitions pt
-         WHERE v_part IS NOT NULL AND pt.queue_id = ANY (v_qids) AND pt.name = v_part
-        UNION
-        (SELECT r.pid FROM unnest(v_qids) AS uq(qid)
-           CROSS JOIN LATERAL (
-                SELECT pl.partition_id AS pid FROM queen.partition_lookup pl
-                 WHERE pl.queue_id = uq.qid AND pl.last_message_created_at IS NOT NULL
-                 ORDER BY pl.last_message_created_at DESC LIMIT 256) r
-          WHERE v_part IS NULL LIMIT 1024)
-        UNION
-        (SELECT r.pid FROM unnest(v_qids) AS uq(qid)
-           CROSS JOIN LATERAL (
-                (SELECT pl.partition_id AS pid FROM queen.partition_lookup pl
-                  WHERE pl.queue_id = uq.qid AND pl.partition_id >= v_rand
-                  ORDER BY pl.partition_id LIMIT 256)
-                UNION ALL
-                (SELECT pl.partition_id FROM queen.partition_lookup pl
-                  WHERE pl.queue_id = uq.qid AND pl.partition_id < v_rand
-                  ORDER BY pl.partition_id LIMIT 64)) r
-          WHERE v_part IS NULL LIMIT 1024)
-        UNION
-        (SELECT pc.partition_id FROM queen.partition_consumers pc
-          WHERE v_part IS NULL AND pc.consumer_group = v_group
-            AND (pc.worker_id IS NOT NULL OR pc.behind OR pc.batch_retry_count > 0)
-          LIMIT 4096)
-    ) s;
-
-    -- candidates: no live lease, something after the group's position (from
-    -- partition_lookup, no message scan), window buffer satisfied; oldest cursor first.
-    FOR c IN
-        WITH cand AS (
-            SELECT pl.partition_id, pt.name AS pname, q.id AS qid, q.name AS qname,
-                   q.priority, q.lease_time, q.delayed_processing,
-                   CASE WHEN pc.last_consumed_created_at IS NOT NULL THEN pc.last_consumed_created_at
-                        WHEN v_qm THEN '-infinity'::timestamptz
-                        WHEN mp.id IS NOT NULL THEN coalesce(mp.subscription_timestamp, '-infinity')
-                        WHEN mq.id IS NOT NULL THEN coalesce(mq.subscription_timestamp, '-infinity')
-                        ELSE '-infinity'::timestamptz END AS cur_ts,
-                   coalesce(pc.last_consumed_id, '00000000-0000-0000-0000-000000000000'::uuid) AS cur_id,
-                   pl.last_message_created_at AS last_ts, pl.last_message_id AS last_id
-              FROM unnest(v_src) AS s(pid)
-              -- per-source-row probes (OFFSET 0 keeps the planner from hashing the whole table)
-              CROSS JOIN LATERAL (SELECT x.* FROM queen.partition_lookup x
-                                   WHERE x.partition_id = s.pid OFFSET 0) pl
-              JOIN queen.queues q ON q.id = pl.queue_id
-              JOIN queen.partitions pt ON pt.id = pl.partition_id
-              LEFT JOIN LATERAL (SELECT y.* FROM queen.partition_consumers y
-                                  WHERE y.partition_id = pl.partition_id AND y.consumer_group = v_group
-                                 OFFSET 0) pc ON true
-              LEFT JOIN queen.consumer_groups_metadata mq
-                     ON NOT v_qm AND mq.queue_id = q.id AND mq.consumer_group = v_group
-                    AND mq.partition_name = '' AND mq.namespace = '' AND mq.task = ''
-              LEFT JOIN queen.consumer_groups_metadata mp
-                     ON NOT v_qm AND mp.queue_id = q.id AND mp.consumer_group = v_group
-                    AND mp.partition_name = pt.name AND mp.namespace = '' AND mp.task = ''
-             WHERE q.id = ANY (v_qids)
-               AND (v_part IS NULL OR pt.name = v_part)
-               AND pl.last_message_created_at IS NOT NULL
-               AND (pc.lease_expires_at IS NULL OR pc.lease_expires_at <= v_now)
-               AND (q.window_buffer <= 0
-                    OR pl.last_message_created_at <= v_now - q.window_buffer * interval '1 second')
-        )
-        SELECT * FROM cand
-         WHERE (last_ts, last_id) > (cur_ts, cur_id)
-         ORDER BY priority DESC, cur_ts, partition_id
-         LIMIT v_limit
-    LOOP
+    FOR c IN SELECT * FROM queen.pop_candidates(v_qids, v_part, v_group, v_now, v_limit) LOOP
         EXIT WHEN v_claimed >= v_maxparts OR v_remaining <= 0;
 
-        -- never block on a busy (partition, group)
-        CONTINUE WHEN NOT pg_try_advisory_xact_lock(queen.lock_key(c.partition_id, v_group));
-
-        -- re-read the cursor row under the lock (fresh snapshot)
-        SELECT x.lease_expires_at, x.last_consumed_created_at, x.last_consumed_id
-          INTO v_pc
-          FROM queen.partition_consumers x
-         WHERE x.partition_id = c.partition_id AND x.consumer_group = v_group;
-        IF FOUND THEN
-            CONTINUE WHEN v_pc.lease_expires_at IS NOT NULL AND v_pc.lease_expires_at > v_now;
-            IF v_pc.last_consumed_created_at IS NOT NULL THEN
-                v_cur_ts := v_pc.last_consumed_created_at;
-                v_cur_id := v_pc.last_consumed_id;
-            ELSE
-                v_cur_ts := c.cur_ts;
-                v_cur_id := '00000000-0000-0000-0000-000000000000';
-            END IF;
-        ELSE
-            v_cur_ts := c.cur_ts;
-            v_cur_id := '00000000-0000-0000-0000-000000000000';
-        END IF;
+        -- the try-lock, then the cursor re-read under it (queen.pop_lock)
+        v_l := queen.pop_lock(c.partition_id, v_group, v_now, c.cur_ts);
+        CONTINUE WHEN NOT v_l.ok;
+        v_cur_ts := v_l.cur_ts;
+        v_cur_id := v_l.cur_id;
 
         -- read after the cursor in position order, skipping delayed messages
         -- (columns, not one jsonb object per message: the broker builds the JSON;
@@ -248,51 +354,11 @@ BEGIN
         -- nothing deliverable: the partition is not claimed (released at once)
         CONTINUE WHEN v_n = 0;
 
-        v_lease_len := coalesce(v_lease_s, c.lease_time, 60);
-        IF v_lease_len IS NULL OR v_lease_len <= 0 THEN
-            v_lease_len := 60;
-        END IF;
-        v_exp := v_now + v_lease_len * interval '1 second';
-
-        IF v_auto THEN
-            v_behind := (c.last_ts, c.last_id) > (v_last_ts, v_last_id);
-            INSERT INTO queen.partition_consumers AS x
-                   (partition_id, consumer_group, last_consumed_id, last_consumed_created_at,
-                    total_messages_consumed, total_batches_consumed, last_consumed_at,
-                    batch_size, acked_count, behind)
-            VALUES (c.partition_id, v_group, v_last_id, v_last_ts, v_n, 1, v_now, v_n, v_n, v_behind)
-            ON CONFLICT (partition_id, consumer_group) DO UPDATE SET
-                last_consumed_id = EXCLUDED.last_consumed_id,
-                last_consumed_created_at = EXCLUDED.last_consumed_created_at,
-                total_messages_consumed = x.total_messages_consumed + EXCLUDED.total_messages_consumed,
-                total_batches_consumed = x.total_batches_consumed + 1,
-                last_consumed_at = EXCLUDED.last_consumed_at,
-                lease_expires_at = NULL,
-                lease_acquired_at = NULL,
-                worker_id = NULL,
-                batch_size = EXCLUDED.batch_size,
-                acked_count = EXCLUDED.acked_count,
-                batch_retry_count = 0,
-                behind = EXCLUDED.behind
-             WHERE x.lease_expires_at IS NULL OR x.lease_expires_at <= now()
-            RETURNING true INTO v_ok;
-        ELSE
-            INSERT INTO queen.partition_consumers AS x
-                   (partition_id, consumer_group, lease_expires_at, lease_acquired_at, worker_id,
-                    batch_size, acked_count)
-            VALUES (c.partition_id, v_group, v_exp, v_now, v_lease, v_n, 0)
-            ON CONFLICT (partition_id, consumer_group) DO UPDATE SET
-                lease_expires_at = EXCLUDED.lease_expires_at,
-                lease_acquired_at = EXCLUDED.lease_acquired_at,
-                worker_id = EXCLUDED.worker_id,
-                batch_size = EXCLUDED.batch_size,
-                acked_count = 0
-             WHERE x.lease_expires_at IS NULL OR x.lease_expires_at <= now()
-            RETURNING true INTO v_ok;
-        END IF;
-        -- 0 rows = lost the race: skip this partition
-        CONTINUE WHEN v_ok IS NULL;
-        v_ok := NULL;
+        v_k := queen.pop_claim(c.partition_id, v_group, v_auto, v_lease, v_now, v_lease_s,
+                               c.lease_time, v_n, v_last_ts, v_last_id, c.last_ts, c.last_id);
+        -- lost the race (leased meanwhile): skip this partition
+        CONTINUE WHEN NOT v_k.claimed;
+        v_exp := v_k.expires;
 
         v_claimed := v_claimed + 1;
         part_ids := part_ids || c.partition_id;
