@@ -1,6 +1,5 @@
 -- Acknowledgement and lease extension.
 
--- ==== 004_ack ====
 -- Acknowledgement and lease extension.
 
 -- ---------------------------------------------------------------------------
@@ -51,10 +50,8 @@ BEGIN
                               'expiresAt', queen.iso(v_exp), 'newExpiresAt', queen.iso(v_exp));
 END $$;
 
--- ==== 009_ack_fast ====
 -- Cheaper acknowledgement (issue 2: drain pop b100 + ack/batch at >= 1.5x the original).
--- Replaces queen.ack_items (004) with the same contract and outcomes, plus a set-based
--- pass in front of its per-item loop.
+-- queen.ack_items has a set-based pass in front of its per-item loop.
 --
 -- The common ack/batch (every message of one leased batch acknowledged `completed`) made
 -- the loop read and update the same partition_consumers row once per item: 100 row
@@ -67,7 +64,7 @@ END $$;
 -- (and total_batches_consumed + 1) when the batch is done, leaseReleased true on the
 -- last item only, `behind` from partition_lookup. Everything else (unknown messages,
 -- other statuses, no or wrong lease, re-acks, mixed groups) goes through the loop,
--- unchanged from 004.
+-- as it always did.
 
 -- ---------------------------------------------------------------------------
 -- queen.ack_items(tenant, items, txn) -- shared by ack_batch and transaction

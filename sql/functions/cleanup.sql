@@ -1,6 +1,5 @@
 -- Cleanup job: inactive partitions and old metrics rows.
 
--- ==== 076_cleanup ====
 -- Cleanup job (semantics.md §12 steps 3 and 4): inactive partitions and old
 -- metrics rows. One call of queen.cleanup is one bounded round in its own
 -- transaction under the try advisory lock 737005 (one broker of a cluster at a

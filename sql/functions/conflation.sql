@@ -1,16 +1,15 @@
 -- Conflated ("last value") pop.
 
--- ==== 070_conflation ====
 -- Conflated ("last value") pop, semantics.md §17 (issue 3).
 --
 -- A consumer group's conflation policy lives in consumer_groups_metadata.conflation
--- (jsonb, present since 001): NULL = normal delivery, 'true' = conflating. The readers in
--- 011/016 (queue depth) count any non-null value as conflating, so this file never writes
+-- (jsonb, present since schema/001): NULL = normal delivery, 'true' = conflating. The queue-depth
+-- readers (functions/resources.sql) count any non-null value as conflating, so this file never writes
 -- 'false'. The policy of a (queue, group) is bool_or over the group's rows of that queue:
 -- the first registration decides it and every later row copies it, so "first
 -- registration wins" holds for the whole-queue row and the partition-form rows alike.
 --
--- queen.pop (003, optimised by issue 2) is not touched: the broker calls this function
+-- queen.pop is separate: the broker calls this function
 -- only for pops that ask for conflation or whose group it knows (or suspects) conflates,
 -- and falls back to queen.pop when this function answers {policy:false}.
 

@@ -1,9 +1,4 @@
--- Small helpers every other family uses: timestamps, uuid parsing, advisory lock keys, health.
-
--- ==== 001_schema ====
--- Queen schema (idempotent: applied at every boot, in numeric order, under a session
--- advisory lock). Never edit a landed file: add a new numbered file instead.
--- Requires PostgreSQL 13+ (gen_random_uuid in core).
+-- Small helpers every other family uses: timestamps, uuid parsing, advisory lock keys, a shared cap.
 
 -- ---------------------------------------------------------------------------
 -- helpers
@@ -26,7 +21,6 @@ CREATE OR REPLACE FUNCTION queen.lock_key(pid uuid, grp text) RETURNS bigint
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS
 $$ SELECT hashtextextended(pid::text || '|' || grp, 7371) $$;
 
--- ==== 010_groups ====
 -- Consumer-group administration (http-api.md §11): listing with lag, lagging
 -- partitions, one group's detail, delete, subscription rewrite, seek.
 --

@@ -1,6 +1,5 @@
 -- Dead-letter queue: listing and delete.
 
--- ==== 006_dlq ====
 -- Dead-letter queue listing.
 
 -- ---------------------------------------------------------------------------
@@ -70,7 +69,6 @@ BEGIN
                               'total', v_total);
 END $$;
 
--- ==== 012_messages ====
 -- Messages and dead letters (http-api.md §9): listing with filters and paging,
 -- detail, delete, retry/replay from the DLQ, manual move to the DLQ, DLQ delete.
 --

@@ -1,6 +1,5 @@
 -- Consumer-group administration: listings with lag, lagging partitions, detail, delete, subscription, seek.
 
--- ==== 010_groups ====
 -- Consumer-group administration (http-api.md §11): listing with lag, lagging
 -- partitions, one group's detail, delete, subscription rewrite, seek.
 --
@@ -216,12 +215,8 @@ BEGIN
                               'partitionsUpdated', v_n, 'cursorMovedTo', v_moved);
 END $$;
 
--- ==== 016_stats_readers ====
--- Catalogue readers over the roll-up (replaces the live-only versions of
--- sql/011 and queen.cg_lagging of sql/010). A scope of at most
--- queen.stats_live_max_partitions() partitions (and a small last roll-up) is
--- counted live, exactly as before; a larger one reads queen.partition_stats
--- (sql/015), whose age the overview reports as statsAge.
+-- queen.cg_lagging reads the roll-up above queen.stats_live_max_partitions()
+-- partitions (queen.pcounts in functions/stats.sql), else the live version.
 
 -- ---------------------------------------------------------------------------
 -- queen.cg_lagging(p)  in {tenant, minLagSeconds, limit|null, offset|null}
@@ -292,10 +287,9 @@ LANGUAGE sql STABLE SET jit = off AS $$
      WHERE s.lag_s >= coalesce((p->>'minLagSeconds')::numeric, 3600)
 $$;
 
--- ==== 019_groups_scale ====
 -- Consumer-group listings at scale and per-function planner settings.
 --
--- queen.cg_list reads the stats roll-up (sql/015) for scopes over
+-- queen.cg_list reads the stats roll-up (functions/stats.sql) for scopes over
 -- queen.stats_live_max_partitions() partitions: lag per (group, queue) comes
 -- from partition_stats.groups, live leases and metadata from their own small
 -- tables. queen.cg_lagging takes `limit`/`offset` (the most lagging first; the
@@ -409,15 +403,14 @@ LANGUAGE sql STABLE SET jit = off AS $$
                           ORDER BY (x.partition_name = '') DESC, x.created_at LIMIT 1) m ON true
 $$;
 
--- ==== 078_group_detail ====
 -- Consumer-group detail at scale (issue 3): GET /api/v1/consumer-groups/{group}
--- (replaces queen.cg_detail of sql/010). The 010 version computed the cursor,
+-- A version that computed the cursor,
 -- offset lag (a count of up to queen.cg_offset_cap() messages) and oldest
 -- unconsumed message for every partition of every queue of the group: 2 s for
 -- one queue of 10,000 partitions and 1,000,000 messages on a loaded box.
 --
 -- Decision (the spec lists every partition and is silent on paging), as for the
--- queue detail views (sql/075): each queue's `partitions` is one page, ordered by
+-- queue detail views (queen.res_queue): each queue's `partitions` is one page, ordered by
 -- partition name, of at most `limit` partitions (the broker's default 1,000, at
 -- most 10,000) from `offset`; the figures are computed for that page alone,
 -- exactly as before; each queue object gains `pagination{limit, offset, total}`.

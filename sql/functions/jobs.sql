@@ -1,6 +1,5 @@
 -- Background jobs: retention, completed retention, max-wait eviction, expired-lease reclaim.
 
--- ==== 014_jobs ====
 -- Background jobs (semantics.md §12): retention, completed retention,
 -- max-wait eviction and expired-lease reclaim. One call of queen.maintenance
 -- is one bounded round of one job in its own transaction, under a
@@ -14,14 +13,13 @@ LANGUAGE sql IMMUTABLE AS $$
                     WHEN 'lease_reclaim' THEN 737003 ELSE 737099 END::bigint
 $$;
 
--- ==== 079_retention_fast ====
 -- Cheaper background-job rounds (issue 3: "the retention job keeps up with
 -- 5,000 msg/s of inflow without slowing push by more than 10%").
--- Redefines queen.maintenance (sql/014) with the same contract, locks and
+-- queen.maintenance: the same contract, locks and
 -- victim choice; two things change:
 --
 -- 1. Victims are collected into an array first and deleted by primary key
---    (`id = ANY (v_ids)`). sql/014 joined the victims CTE in
+--    (`id = ANY (v_ids)`). The first version joined the victims CTE in
 --    `DELETE ... USING victims`, which PostgreSQL planned as a hash join over a
 --    sequential scan of the whole of queen.messages: 50 ms of a 60 ms round at
 --    55k rows, growing with the table, about 6 rounds a second at 5,000 msg/s.

@@ -1,6 +1,5 @@
 -- Messages: listing, detail, delete, retry from the DLQ, manual move to the DLQ.
 
--- ==== 012_messages ====
 -- Messages and dead letters (http-api.md §9): listing with filters and paging,
 -- detail, delete, retry/replay from the DLQ, manual move to the DLQ, DLQ delete.
 --
@@ -222,8 +221,7 @@ BEGIN
     RETURN jsonb_build_object('found', true, 'rows', v_n);
 END $$;
 
--- ==== 018_msg_list ====
--- Whole-queue message listing at scale (replaces queen.msg_list of sql/012).
+-- Whole-queue message listing at scale.
 -- Without a status filter or an explicit `to`, the newest-first page of
 -- limit+offset = k messages can only come from the k partitions whose newest
 -- message (by position: created_at, then id) is newest (every other
@@ -235,11 +233,9 @@ END $$;
 CREATE OR REPLACE FUNCTION queen.msg_count_cap() RETURNS bigint
 LANGUAGE sql IMMUTABLE AS $$ SELECT 10000::bigint $$;
 
--- ==== 077_msg_page ====
--- Whole-queue message listing, page first (replaces queen.msg_list of sql/018;
--- same answer). At 1,000,000 messages the 018 version read limit+offset
--- messages from each of the limit+offset freshest partitions (k² rows: 40,000
--- for a page of 200) and computed the status, the DLQ check and the row of
+-- Whole-queue message listing, page first. At 1,000,000 messages a version
+-- that read limit+offset messages from each of the limit+offset freshest
+-- partitions (k² rows: 40,000 for a page of 200) and computed the status, the DLQ check and the row of
 -- every one before sorting. Here the k² candidates are read as positions only
 -- (partition, created_at, id from messages_partition_pos_idx), sorted, and
 -- without a status filter cut to the first limit+offset before anything else is
@@ -252,7 +248,7 @@ LANGUAGE sql IMMUTABLE AS $$ SELECT 10000::bigint $$;
 -- its reference cursor (completed: at or before it; pending: after it, no live
 -- lease; processing: after it, live lease), minus dead-lettered messages; or the
 -- DLQ rows (dead_letter). Instead of computing the status of every message of
--- the window (the 018 plan: 23 s, or the statement timeout, at 1,000,000
+-- the window (the earlier plan: 23 s, or the statement timeout, at 1,000,000
 -- messages), each partition's newest in-range message is found with one index
 -- probe (LIMIT 1 + its DLQ rows, which are skipped), only the k partitions with
 -- the newest such message are read further (k + DLQ rows each), and the merged

@@ -1,6 +1,6 @@
 -- Metrics snapshot for GET /metrics/prometheus.
 
--- Metrics snapshot for GET /metrics/prometheus (issue 7). Idempotent.
+-- Metrics snapshot for GET /metrics/prometheus (issue 7).
 --
 -- queen.metrics_snapshot(p) -> jsonb
 -- In  {maxQueues?: int (default 10000, clamped 1..100000)}

@@ -1,14 +1,13 @@
 -- Pop: claim partitions under a lease and read a batch (column answer and the jsonb wrapper).
 
--- ==== 061_pop_compact ====
 -- Pop answering in columns (issue 2: drain pop b100 + ack/batch at >= 1.5x the original).
--- queen.pop (003) built one jsonb object per message (ten keys, a to_char per timestamp)
+-- queen.pop once built one jsonb object per message (ten keys, a to_char per timestamp)
 -- and concatenated them: 2.5-3.8 ms of a pop of 100 in PostgreSQL, against ~0.3 ms to
 -- read the same rows as arrays. queen.pop_compact is the same claim and read, statement
 -- for statement (candidate sources, try-lock, cursor re-read under the lock, lease or
 -- autoAck cursor move, append-order read after the cursor), answering one array per
 -- column; the broker builds the §4 JSON on a DB thread (src/store/pop_compact.rs).
--- queen.pop is redefined here as a wrapper over it, so the claim logic has one copy and
+-- queen.pop is a wrapper over it, so the claim logic has one copy and
 -- SQL-level callers keep the jsonb shape.
 
 -- ---------------------------------------------------------------------------
@@ -212,7 +211,7 @@ END $$;
 
 -- ---------------------------------------------------------------------------
 -- queen.pop_compact(p)
---   in : as queen.pop (003).
+--   in : as queen.pop (below).
 --   out: claimed (partitions claimed), first_queue, first_partition, first_pid,
 --        lease_expires (null under autoAck or when nothing was claimed);
 --        part_ids[k], part_names[k], queue_names[k] per claimed partition k (1-based);
@@ -392,7 +391,7 @@ BEGIN
 END $$;
 
 -- ---------------------------------------------------------------------------
--- queen.pop(p): 003's contract, built from queen.pop_compact.
+-- queen.pop(p): the jsonb contract (sql/README.md, C), built from queen.pop_compact.
 -- ---------------------------------------------------------------------------
 CREATE OR REPLACE FUNCTION queen.pop(p jsonb) RETURNS jsonb
 LANGUAGE sql AS $$

@@ -1,6 +1,5 @@
 -- Queue configuration and push: the jsonb push (transactions, the spool) and the typed-array push of the push lanes.
 
--- ==== 002_push ====
 -- Queue configuration and push.
 
 -- ---------------------------------------------------------------------------
@@ -307,12 +306,12 @@ BEGIN
 END $$;
 
 -- queen.push_typed, leaner insert (issue 2: push b100 at >= 0.5x the plain INSERT
--- ceiling). Same signature, answers, locks, append order and dedup as sql/060, which
--- this file redefines; only the INSERT and the bookkeeping after it change.
+-- ceiling). Same signature, answers, locks, append order and dedup as the first
+-- version (described above); only the INSERT and the bookkeeping after it changed.
 --
 -- Why: measured with pgbench on this 2-core box (100-row batches into a copy of
 -- queen.messages, 4 clients, table truncated before each 8 s run, medians of 3):
---   INSERT ... ON CONFLICT DO NOTHING RETURNING (in a CTE, as 060 does)   750 tps
+--   INSERT ... ON CONFLICT DO NOTHING RETURNING (in a CTE, as the first version)   750 tps
 --   the same without RETURNING                                             852 tps
 --   ON CONFLICT (partition_id, transaction_id) DO NOTHING, no RETURNING   903 tps
 -- RETURNING materialises every inserted row for the aggregate that follows, and an
@@ -326,10 +325,10 @@ END $$;
 --    (the common case), each pair's newest message is its greatest id among the items:
 --    all items of one pair share one created_at stamp (v_ts[k]), and pop orders by
 --    (created_at, id). When something was skipped, the duplicates are looked up
---    first (as 060 did, after the insert) and left out of that maximum.
+--    first (as the first version did, after the insert) and left out of that maximum.
 --
 -- Append-order invariant (semantics.md §3) unchanged: the lookup rows are locked and
--- the stamps computed exactly as in 060 before anything is inserted.
+-- the stamps computed exactly as in the first version before anything is inserted.
 CREATE OR REPLACE FUNCTION queen.push_typed(
     p_tenant uuid, p_qn text[], p_pn text[], p_pair int[], p_id uuid[], p_txid text[],
     p_trace uuid[], p_payload jsonb[], p_enc boolean[], p_sub text[],
@@ -422,7 +421,7 @@ BEGIN
     -- duplicates only when the INSERT skipped something (fresh snapshot: a concurrent
     -- winner's row is visible now, and so is an earlier item of this same call). An
     -- item whose own id is already stored (a spool replay of a committed batch) is
-    -- answered as stored, as in 060, but it was not inserted now: its row carries an
+    -- answered as stored, as before, but it was not inserted now: its row carries an
     -- older stamp than v_ts, and it must not move the newest-message pointer.
     IF v_ins < v_n THEN
         SELECT array_agg(u.ord::int ORDER BY u.ord) FILTER (WHERE m.id IS DISTINCT FROM u.id),

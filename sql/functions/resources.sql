@@ -1,11 +1,8 @@
 -- Resource catalogue: queues, one queue, depth, namespaces, tasks, overview, partitions, delete, clear.
 
--- ==== 016_stats_readers ====
--- Catalogue readers over the roll-up (replaces the live-only versions of
--- sql/011 and queen.cg_lagging of sql/010). A scope of at most
--- queen.stats_live_max_partitions() partitions (and a small last roll-up) is
--- counted live, exactly as before; a larger one reads queen.partition_stats
--- (sql/015), whose age the overview reports as statsAge.
+-- Readers over the roll-up: a scope of at most queen.stats_live_max_partitions()
+-- partitions is counted live, a larger one reads queen.partition_stats (see
+-- queen.pcounts in functions/stats.sql).
 
 -- Per-queue sums (namespaces, tasks, overview, queues list).
 CREATE OR REPLACE FUNCTION queen.queue_sums(p_tenant uuid)
@@ -27,7 +24,6 @@ BEGIN
      GROUP BY q.id, q.namespace, q.task;
 END $$;
 
--- ==== 011_resources ====
 -- Resource catalogue (http-api.md §8): queues, one queue, depth, namespaces,
 -- tasks, overview, partitions, delete and clear.
 --
@@ -195,7 +191,7 @@ BEGIN
         RETURN jsonb_build_object('found', false);
     END IF;
     IF NOT queen.stats_use_rollup(ARRAY[v_qid]) THEN
-        -- small queue: the exact live figures of sql/011
+        -- small queue: the exact live figures (the *_live functions)
         RETURN queen.res_depth_live(p);
     END IF;
     IF v_group IS NOT NULL THEN
@@ -277,7 +273,7 @@ BEGIN
     RETURN v_r;
 END $$;
 
--- The live versions (sql/011, sql/010), used for small scopes.
+-- The live versions, used for small scopes.
 CREATE OR REPLACE FUNCTION queen.res_depth_live(p jsonb) RETURNS jsonb
 LANGUAGE plpgsql STABLE SET jit = off AS $$
 DECLARE
@@ -365,11 +361,9 @@ LANGUAGE sql STABLE SET jit = off AS $$
         'statsAge', 0)
 $$;
 
--- ==== 075_detail_pages ====
 -- Bounded queue detail views (issue 3, scale): GET /api/v1/resources/queues/{q}
--- (replaces queen.res_queue of sql/016) and GET /api/v1/status/queues/{q}
--- (queen.status_queue, replacing the 'queue' view of queen.status_view, sql/017,
--- which the broker no longer calls).
+-- and GET /api/v1/status/queues/{q} (queen.status_queue in functions/status.sql,
+-- replacing the 'queue' view of queen.status_view, which the broker no longer calls).
 --
 -- Decision (the spec lists every partition and is silent on paging): the
 -- `partitions` array is one page, ordered by partition name, of at most

@@ -1,13 +1,6 @@
 -- Statistics roll-up and its readers.
 
--- ==== 011_resources ====
--- Resource catalogue (http-api.md §8): queues, one queue, depth, namespaces,
--- tasks, overview, partitions, delete and clear.
---
--- Counts per partition are index-only ranges over messages_partition_pos_idx
--- (partition_id, created_at, id) relative to the partition's reference cursor:
--- the queue-mode cursor when one exists, else the furthest-behind named group.
--- Paged listings count only the partitions of the page.
+-- Live per-partition counts (small scopes and the roll-up itself).
 
 -- ---------------------------------------------------------------------------
 -- queen.part_counts(pid) -> (total, pending, processing, completed, dead_letter)
@@ -50,7 +43,6 @@ RETURNS jsonb LANGUAGE sql IMMUTABLE AS $$
                               'failed', d, 'deadLetter', d)
 $$;
 
--- ==== 015_stats ====
 -- Statistics roll-up (issue 3; data-model.md "Statistics and metrics tables",
 -- http-api.md §8/§12). A bounded background job (queen.stats_rollup, one round
 -- per call, try advisory lock 737004) keeps per-partition counts in
@@ -235,12 +227,10 @@ BEGIN
     RETURN v_n;
 END $$;
 
--- ==== 016_stats_readers ====
--- Catalogue readers over the roll-up (replaces the live-only versions of
--- sql/011 and queen.cg_lagging of sql/010). A scope of at most
+-- Catalogue readers over the roll-up. A scope of at most
 -- queen.stats_live_max_partitions() partitions (and a small last roll-up) is
 -- counted live, exactly as before; a larger one reads queen.partition_stats
--- (sql/015), whose age the overview reports as statsAge.
+-- (above), whose age the overview reports as statsAge.
 
 -- Per-partition counts of the queues in p_qids, live or from the roll-up.
 -- A partition the roll-up has not scanned yet counts zero messages.
@@ -280,10 +270,8 @@ LANGUAGE sql STABLE AS $$
                          WHERE ps.queue_id = ANY (p_qids)))::numeric, 3), 0) END
 $$;
 
--- ==== 081_stats_incremental ====
 -- Incremental stats roll-up (issue 3: "statistics are computed incrementally or by a
--- bounded background job"). Redefines queen.stats_rollup (sql/015) with the same
--- contract and replaces stats_scan_partitions(uuid[]) by a two-argument version.
+-- bounded background job").
 --
 -- Why: every partition a push touched since its last scan was rescanned with
 -- count(*) over all of its messages. Under steady push to every partition that is
@@ -308,9 +296,8 @@ $$;
 -- the message and clear endpoints, a cascade): a statement-level trigger on
 -- queen.messages stamps the partition in queen.stats_deleted; or its row was last
 -- written by a scan that did not record a position (counted_at <> scanned_at: an
--- older stats_rollup, as sql/015 briefly is again while a booting broker re-applies
--- the files one by one). Scopes small enough to be counted live (sql/015:
--- stats_use_rollup) never read these rows.
+-- row written before the roll-up kept positions). Scopes small enough to be
+-- counted live (stats_use_rollup) never read these rows.
 
 -- Rescans the given partitions into queen.partition_stats; returns how many. A
 -- partition whose last full count is older than p_full_before is counted from
@@ -379,7 +366,7 @@ RETURNS int LANGUAGE sql AS $$
     SELECT count(*)::int FROM ins
 $$;
 
--- queen.stats_rollup(p): as sql/015, plus `stale` in the answer (partitions that
+-- queen.stats_rollup(p): the round described at the top of this file, plus `stale` in the answer (partitions that
 -- needed a rescan when the round began, this round's included) and `last` in the
 -- argument (the broker's last round of a cycle: roll the queues up even if full).
 -- Forced ('-infinity') partitions come first, then never-scanned ones, then the

@@ -1,10 +1,9 @@
 -- Status and analytics views for the dashboard.
 
--- ==== 017_status ====
 -- Status and analytics views for the dashboard (http-api.md §12). One entry
 -- point, queen.status_view(p), dispatching on p.view. Time series read
 -- queen.stats_history (written per queue and minute by the stats roll-up,
--- sql/015); counts come from queen.pcounts (live for small scopes, else the
+-- functions/stats.sql); counts come from queen.pcounts (live for small scopes, else the
 -- roll-up); nothing here scans queen.messages for a large scope. Figures only
 -- the broker process knows (request counters, workers) are added by the shard
 -- (src/api/status.rs).
@@ -339,23 +338,8 @@ BEGIN
     RAISE EXCEPTION 'Unknown status view: %', v_view;
 END $$;
 
--- ==== 075_detail_pages ====
--- Bounded queue detail views (issue 3, scale): GET /api/v1/resources/queues/{q}
--- (replaces queen.res_queue of sql/016) and GET /api/v1/status/queues/{q}
--- (queen.status_queue, replacing the 'queue' view of queen.status_view, sql/017,
--- which the broker no longer calls).
---
--- Decision (the spec lists every partition and is silent on paging): the
--- `partitions` array is one page, ordered by partition name, of at most
--- `limit` partitions (the broker's default 1,000, at most 10,000) from
--- `offset`, read through partitions_queue_name_key; `pagination{limit,
--- offset, total}` says how many partitions the queue has. `totals` still
--- cover the whole queue: they sum queen.pcounts (live for at most 1,000
--- partitions, else the roll-up, whose age is `statsAge`; computed once for
--- both) without building a JSON object or probing messages per partition
--- outside the page, which was the cost of these views at 10,000 partitions
--- (~1-3 s). A queue of at most `limit` partitions answers exactly as
--- before, plus `pagination`.
+-- The bounded queue detail view (GET /api/v1/status/queues/{q}): one page of
+-- partitions, as queen.res_queue in functions/resources.sql (same decision).
 
 -- ---------------------------------------------------------------------------
 -- queen.status_queue(p)  in {tenant, queue, limit?, offset?}

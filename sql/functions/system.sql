@@ -1,8 +1,6 @@
 -- Maintenance flags and per-queue security flags.
 
--- ==== 020_system_state ====
--- 020: maintenance flags in queen.system_state (semantics.md §15, http-api.md §13).
--- Idempotent: CREATE OR REPLACE only.
+-- Maintenance flags in queen.system_state (semantics.md §15, http-api.md §13).
 
 -- queen.system_state_get({}) -> {maintenanceMode, popMaintenanceMode}
 CREATE OR REPLACE FUNCTION queen.system_state_get(p jsonb) RETURNS jsonb
@@ -28,9 +26,8 @@ BEGIN
     RETURN queen.system_state_get('{}'::jsonb);
 END $$;
 
--- ==== 050_security ====
 -- Security (issue 6): what the shards need to know about queues for
--- encryption at rest. Safe to run again (CREATE OR REPLACE only).
+-- encryption at rest.
 
 -- ---------------------------------------------------------------------------
 -- queen.queue_flags({tenant, queues:[name]}) -> {queues: {name: {encryptionEnabled}}}

@@ -1,6 +1,5 @@
 -- Message traces: record, read by message, by name, names.
 
--- ==== 013_traces ====
 -- Message traces (http-api.md §10): record, read by message, by name, names.
 
 -- queen.trace_add(p)  in {tenant, transactionId, partitionId, consumerGroup, traceNames[],

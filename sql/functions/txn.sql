@@ -1,6 +1,5 @@
 -- Transaction endpoint: pushes and acks applied all-or-nothing.
 
--- ==== 005_transaction ====
 -- Transaction endpoint: pushes and acks applied all-or-nothing.
 
 -- ---------------------------------------------------------------------------

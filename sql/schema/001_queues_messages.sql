@@ -1,7 +1,7 @@
--- ==== 001_schema ====
--- Queen schema (idempotent: applied at every boot, in numeric order, under a session
--- advisory lock). Never edit a landed file: add a new numbered file instead.
--- Requires PostgreSQL 13+ (gen_random_uuid in core).
+-- Queues, partitions, messages, the per-partition lookup and cursor rows, and
+-- consumer-group metadata. Requires PostgreSQL 13+ (gen_random_uuid in core).
+-- These statements ran at every boot before the ledger existed, so they are
+-- idempotent (a database from then runs them once more on its first boot).
 
 CREATE SCHEMA IF NOT EXISTS queen;
 

@@ -1,7 +1,5 @@
--- ==== 001_schema ====
--- Queen schema (idempotent: applied at every boot, in numeric order, under a session
--- advisory lock). Never edit a landed file: add a new numbered file instead.
--- Requires PostgreSQL 13+ (gen_random_uuid in core).
+-- Dead letters, message traces and their names, consumed-message counters
+-- (idempotent, as schema/001).
 
 CREATE TABLE IF NOT EXISTS queen.dead_letter_queue (
     id                  uuid PRIMARY KEY DEFAULT gen_random_uuid(),

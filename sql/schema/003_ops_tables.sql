@@ -1,7 +1,5 @@
--- ==== 001_schema ====
--- Queen schema (idempotent: applied at every boot, in numeric order, under a session
--- advisory lock). Never edit a landed file: add a new numbered file instead.
--- Requires PostgreSQL 13+ (gen_random_uuid in core).
+-- Operations tables: retention history, system state (maintenance flags, seeded),
+-- stats, stats history, system metrics (idempotent, as schema/001).
 
 CREATE TABLE IF NOT EXISTS queen.retention_history (
     id             bigserial PRIMARY KEY,

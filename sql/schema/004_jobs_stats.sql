@@ -1,4 +1,6 @@
--- ==== 014_jobs ====
+-- Tables of the background jobs (job_runs) and of the statistics roll-up
+-- (partition_stats); idempotent, as schema/001.
+--
 -- Background jobs (semantics.md §12): retention, completed retention,
 -- max-wait eviction and expired-lease reclaim. One call of queen.maintenance
 -- is one bounded round of one job in its own transaction, under a
@@ -17,7 +19,7 @@ CREATE TABLE IF NOT EXISTS queen.job_runs (
 );
 
 CREATE INDEX IF NOT EXISTS job_runs_job_started_idx ON queen.job_runs (job, started_at);
--- ==== 015_stats ====
+
 -- Statistics roll-up (issue 3; data-model.md "Statistics and metrics tables",
 -- http-api.md §8/§12). A bounded background job (queen.stats_rollup, one round
 -- per call, try advisory lock 737004) keeps per-partition counts in

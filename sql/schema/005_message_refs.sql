@@ -1,15 +1,14 @@
--- ==== 080_message_refs ====
 -- Dead letters and traces follow their message by statement-level trigger
 -- instead of foreign key (issue 3: retention at 5,000 msg/s must not slow push
 -- by more than 10%).
 --
 -- dead_letter_queue.message_id and message_traces.message_id referenced
--- queen.messages ON DELETE CASCADE (sql/001). A foreign key cascades with one
+-- queen.messages ON DELETE CASCADE (schema/001). A foreign key cascades with one
 -- row trigger per deleted message per referencing table: two SPI deletes per
 -- message, about 15 ms of every 1,000-row retention round (60% of its cost
--- once the round deletes by key, sql/079), paid even though both tables are
+-- once the round deletes by key, queen.maintenance), paid even though both tables are
 -- almost always empty for the messages retention removes. The same trade as
--- messages.partition_id (sql/001): keep both halves of the constraint, in
+-- messages.partition_id (schema/001): keep both halves of the constraint, in
 -- cheaper form:
 --   * delete side: one AFTER DELETE ... FOR EACH STATEMENT trigger on
 --     queen.messages deletes the dead letters and traces of every deleted
