@@ -4,15 +4,17 @@
 #   1. cargo fmt --all -- --check
 #   2. cargo clippy --workspace --all-targets -- -D warnings
 #   3. cargo test --profile ci --workspace   (tests/ start their own PostgreSQL)
-#   4. real-client check: clients/python/check_client.py (queen-mq 1.3.0 from
+#   4. sql: SKIP_BENCH=1 sql/test/run.sh (the files of sql/ORDER applied as
+#      the broker applies them, twice, then the SQL-level checks of sql/test)
+#   5. real-client check: clients/python/check_client.py (queen-mq 1.3.0 from
 #      PyPI, in a venv) against target/ci/queen on a private cluster
-#   5. dashboard: tools/dashboard-check.sh (Debian's headless Chromium over
+#   6. dashboard: tools/dashboard-check.sh (Debian's headless Chromium over
 #      chromedriver); skipped when chromedriver is not installed
 #
-# Every step runs even when an earlier one failed (except 4 when the build
+# Every step runs even when an earlier one failed (except 5 when the build
 # fails); the exit code is non-zero when any step failed.
 # Environment:
-#   QUEEN_TEST_STEPS    steps to run, default "fmt clippy test client"
+#   QUEEN_TEST_STEPS    steps to run, default "fmt clippy test sql client dashboard"
 #   QUEEN_TEST_TIMEOUT  seconds allowed for `cargo test` (default 1500)
 #   QUEEN_VENV          venv for the Python client (default <repo>/.venv)
 #   QUEEN_SKIP_BUILD=1  client step: use the existing target/<profile>/queen
@@ -21,7 +23,7 @@ set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 
-STEPS=${QUEEN_TEST_STEPS:-fmt clippy test client dashboard}
+STEPS=${QUEEN_TEST_STEPS:-fmt clippy test sql client dashboard}
 # Cargo profile of the test build and of the binary the client check runs
 # (Cargo.toml: release without LTO, parallel codegen).
 PROFILE=${QUEEN_TEST_PROFILE:-ci}
@@ -151,6 +153,9 @@ fi
 if want test; then
     run_step test timeout --foreground --kill-after=30 "${QUEEN_TEST_TIMEOUT:-1500}" \
         cargo test --profile "$PROFILE" --workspace
+fi
+if want sql; then
+    run_step sql env SKIP_BENCH=1 "$ROOT/sql/test/run.sh"
 fi
 if want client; then
     run_step client client_step

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Throw-away PostgreSQL + behaviour tests for sql/*.sql.
+# Throw-away PostgreSQL + behaviour tests for the files of sql/ORDER.
 #   sql/test/run.sh            # all tests + throughput check
 #   SKIP_BENCH=1 sql/test/run.sh
 # Env: QUEEN_SQL_TEST_PORT (default 55432), QUEEN_SQL_TEST_DIR (default /tmp/sqlwork/test-$$),
@@ -41,10 +41,15 @@ trap stop EXIT
 export PGHOST=127.0.0.1 PGPORT="$PORT" PGUSER=postgres PGDATABASE=postgres
 PSQL=("$PSQL_BIN" -X -q -v ON_ERROR_STOP=1)
 
-echo "== apply schema twice (idempotency)"
+# The broker's list and order (sql/ORDER, also read by src/store/schema.rs).
+# Pass 1 is a fresh boot; pass 2 a reboot, where the broker's ledger skips the
+# schema files and re-applies the rest (the function files must be idempotent).
+mapfile -t FILES < <(grep -v -e '^#' -e '^[[:space:]]*$' "$SQLDIR/ORDER")
+echo "== apply sql/ORDER, then again without the schema files (idempotency)"
 for pass in 1 2; do
-  for f in "$SQLDIR"/[0-9][0-9][0-9]_*.sql; do
-    "${PSQL[@]}" -c "SET client_min_messages=warning" -f "$f" >/dev/null
+  for f in "${FILES[@]}"; do
+    [ "$pass" = 2 ] && [[ "$f" == schema/* ]] && continue
+    "${PSQL[@]}" -c "SET client_min_messages=warning" -f "$SQLDIR/$f" >/dev/null
   done
 done
 
