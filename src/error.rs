@@ -23,6 +23,12 @@ pub enum ApiError {
     Forbidden,
     /// `x-queen-tenant` names a reserved tenant (403, SEC-20).
     ReservedTenant,
+    /// A body that is not JSON (415; the text says what to send).
+    UnsupportedMediaType(String),
+    /// A state-changing request from a foreign `Origin` (403).
+    CrossOrigin(String),
+    /// A `Host` outside `QUEEN_ALLOWED_HOSTS` (421).
+    MisdirectedHost(String),
     /// PostgreSQL is unreachable or saturated; retry later.
     Unavailable(String),
     /// Anything else (the text is safe to show: it never holds secrets).
@@ -39,6 +45,9 @@ impl ApiError {
             ApiError::Unauthorized(_) => (401, "unauthorized"),
             ApiError::Forbidden => (403, "forbidden"),
             ApiError::ReservedTenant => (403, "reserved_tenant"),
+            ApiError::UnsupportedMediaType(_) => (415, "unsupported_media_type"),
+            ApiError::CrossOrigin(_) => (403, "cross_origin"),
+            ApiError::MisdirectedHost(_) => (421, "misdirected_host"),
             ApiError::Unavailable(_) => (503, "unavailable"),
             ApiError::Internal(_) => (500, "internal"),
         }
@@ -68,6 +77,9 @@ impl fmt::Display for ApiError {
             ApiError::BadRequest(m)
             | ApiError::NotFound(m)
             | ApiError::Unavailable(m)
+            | ApiError::UnsupportedMediaType(m)
+            | ApiError::CrossOrigin(m)
+            | ApiError::MisdirectedHost(m)
             | ApiError::Internal(m) => f.write_str(m),
             ApiError::NoSuchRoute => f.write_str("Not found"),
             ApiError::MethodNotAllowed => f.write_str("Method not allowed"),

@@ -10,6 +10,7 @@ mod buffers;
 mod configure;
 mod cors;
 mod dlq;
+mod edge;
 mod groups;
 mod health;
 mod lease;
@@ -77,6 +78,15 @@ async fn route(shard: &Rc<Shard>, mut req: Request) -> Result<Response, ApiError
         .segments()
         .map_err(|e| ApiError::BadRequest(format!("bad path: {e}")))?;
     let s: Vec<&str> = segs.iter().map(String::as_str).collect();
+    // NUL, body type, Origin and Host, before any endpoint reads the request.
+    edge::check(
+        edge::EdgeRules {
+            allowed_hosts: &[],
+            cors_allow_origin: shard.cfg.cors_allow_origin.as_deref(),
+        },
+        &req,
+        &s,
+    )?;
     // Tenant header shape and JWT access level, for every route (src/auth).
     crate::auth::prepare(&shard.cfg, &req).await;
     crate::auth::check(&shard.cfg, &req, &s)?;
