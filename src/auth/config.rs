@@ -1,8 +1,8 @@
 //! Authentication and tenancy settings (`JWT_*`, config.md §5;
 //! `QUEEN_TENANCY_HEADER`, config.md §10), parsed from the leaf `crate::env`
-//! and checked once at boot on the main thread. Key material is decoded here, so a broker with
-//! `JWT_ENABLED=true` and no usable key for its algorithm never starts
-//! (SEC-08); shards get a clone.
+//! and checked once at boot on the main thread. Key material is decoded
+//! here, so a broker with `JWT_ENABLED=true` and no usable key for its
+//! algorithm never starts (SEC-08); shards get a clone.
 //!
 //! Decisions (inferred): `JWT_PUBLIC_KEY` may carry literal `\n` escapes
 //! (as env files often do) and they are turned into newlines; `auto`
@@ -20,13 +20,13 @@ use std::fmt;
 pub const DEFAULT_CLOCK_SKEW_S: u64 = 30;
 /// `JWT_SKIP_PATHS` when unset (config.md §5).
 pub const DEFAULT_SKIP_PATHS: &str = "/health,/metrics/prometheus,/metrics,/";
-/// `JWT_ALGORITHM` when unset (config.md §5): the one a shared secret needs.
+/// `JWT_ALGORITHM` when unset (config.md §5): HMAC, which `JWT_SECRET` alone serves.
 pub const DEFAULT_ALGORITHM: &str = "HS256";
 /// `JWT_ROLES_CLAIM` when unset (config.md §5): the claim holding one role.
 pub const DEFAULT_ROLES_CLAIM: &str = "role";
 /// `JWT_ROLES_ARRAY_CLAIM` when unset (config.md §5): the claim holding a list.
 pub const DEFAULT_ROLES_ARRAY_CLAIM: &str = "roles";
-/// `JWT_ROLE_ADMIN` when unset (config.md §5, as the Queen issuers spell it).
+/// `JWT_ROLE_ADMIN` when unset (config.md §5).
 pub const DEFAULT_ROLE_ADMIN: &str = "admin";
 /// `JWT_ROLE_READ_WRITE` when unset (config.md §5).
 pub const DEFAULT_ROLE_READ_WRITE: &str = "read-write";

@@ -9,8 +9,8 @@ pub const DEFAULT_FILE_BUFFER_DIR: &str = "/var/lib/queen/buffers";
 pub const DEFAULT_FILE_BUFFER_FLUSH_MS: u64 = 100;
 /// Records per spool replay batch (config.md §7): one push transaction each.
 pub const DEFAULT_FILE_BUFFER_MAX_BATCH: usize = 100;
-/// Largest replay batch: one transaction of ten thousand records already
-/// holds its locks for long; more would stall other writers to the partition.
+/// Largest replay batch (a larger `FILE_BUFFER_MAX_BATCH` is lowered to it):
+/// bounds one replay transaction and the records read into memory for it.
 pub const MAX_FILE_BUFFER_MAX_BATCH: usize = 10_000;
 /// Records per spool segment before rotating (config.md §7): bounds what a
 /// replay reads into memory at once and what a corrupt segment can strand.

@@ -16,9 +16,8 @@ pub const DEFAULT_PG_HOST: &str = "localhost";
 pub const DEFAULT_PG_PORT: u16 = 5432;
 /// Role when `PG_USER` is unset: the superuser every fresh cluster has.
 pub const DEFAULT_PG_USER: &str = "postgres";
-/// Password when `PG_PASSWORD` is unset (config.md: the Queen default, so
-/// the quickstart's container works without one). An empty value is kept
-/// as empty: a trust-authenticated server needs none.
+/// Password when `PG_PASSWORD` is unset (config.md, the Queen default). A
+/// value set to empty stays empty: a trust-authenticated server needs none.
 pub const DEFAULT_PG_PASSWORD: &str = "postgres";
 /// Database when neither `PG_DATABASE` nor `PG_DB` is set: the one every
 /// cluster has (schema `queen` lives inside it).
