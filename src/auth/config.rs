@@ -16,6 +16,12 @@ use crate::env::{secret_label, ConfigError, Env};
 use jsonwebtoken::{Algorithm, DecodingKey};
 use std::fmt;
 
+/// `JWT_ENABLED` when unset (config.md §5): off, every route open, as the
+/// Queen broker ships; the boot line says so (SEC-06).
+pub const DEFAULT_JWT_ENABLED: bool = false;
+/// `QUEEN_TENANCY_HEADER` when unset (config.md §10): off, every request in
+/// the default tenant.
+pub const DEFAULT_TENANCY_HEADER: bool = false;
 /// Tolerance for `exp`/`nbf` when `JWT_CLOCK_SKEW` is unset (config.md §5).
 pub const DEFAULT_CLOCK_SKEW_S: u64 = 30;
 /// `JWT_SKIP_PATHS` when unset (config.md §5).
@@ -143,7 +149,7 @@ impl AuthConfig {
     /// Reads the `JWT_*` variables and `QUEEN_TENANCY_HEADER`.
     pub fn from_env(env: &Env) -> Result<AuthConfig, ConfigError> {
         let get = |var: &str| env.non_empty(var);
-        let enabled = env.bool("JWT_ENABLED", false)?;
+        let enabled = env.bool("JWT_ENABLED", DEFAULT_JWT_ENABLED)?;
         let alg_name = get("JWT_ALGORITHM").unwrap_or_else(|| DEFAULT_ALGORITHM.into());
         let alg_name = alg_name.trim();
         let auto = alg_name.eq_ignore_ascii_case("auto");
@@ -256,7 +262,7 @@ impl AuthConfig {
             .collect();
         let named = |var: &str, default: &str| get(var).unwrap_or_else(|| default.to_string());
         Ok(AuthConfig {
-            tenancy_header: env.bool("QUEEN_TENANCY_HEADER", false)?,
+            tenancy_header: env.bool("QUEEN_TENANCY_HEADER", DEFAULT_TENANCY_HEADER)?,
             enabled,
             algorithms,
             auto,

@@ -26,6 +26,9 @@ pub const DEFAULT_STATS_BATCH_SIZE: u32 = 1_000;
 pub const DEFAULT_CLEANUP_INTERVAL_MS: u64 = 60_000;
 /// Days an empty partition stays idle before cleanup deletes it (spec default).
 pub const DEFAULT_PARTITION_CLEANUP_DAYS: u32 = 30;
+/// `QUEEN_PARTITION_CLEANUP_ENABLED` when unset (config.md): on, as
+/// `PARTITION_CLEANUP_DAYS` already keeps a month of idleness.
+pub const DEFAULT_PARTITION_CLEANUP_ENABLED: bool = true;
 /// Days metrics and history rows are kept (spec `METRICS_RETENTION_DAYS`).
 pub const DEFAULT_METRICS_RETENTION_DAYS: u32 = 90;
 
@@ -81,7 +84,10 @@ impl JobsConfig {
             partition_cleanup_days: env
                 .parse("PARTITION_CLEANUP_DAYS", DEFAULT_PARTITION_CLEANUP_DAYS)?
                 .max(1),
-            partition_cleanup: env.bool("QUEEN_PARTITION_CLEANUP_ENABLED", true)?,
+            partition_cleanup: env.bool(
+                "QUEEN_PARTITION_CLEANUP_ENABLED",
+                DEFAULT_PARTITION_CLEANUP_ENABLED,
+            )?,
             metrics_retention_days: env
                 .parse("METRICS_RETENTION_DAYS", DEFAULT_METRICS_RETENTION_DAYS)?,
         })

@@ -40,6 +40,10 @@ pub use pop::{PopConfig, SubscriptionDefault};
 /// default); a configure on the same shard drops its entry at once.
 pub const DEFAULT_CACHE_REFRESH_MS: u64 = 60_000;
 
+/// `QUEEN_KV_TRUSTED_PROXY` when unset (config.md §10): no proxy is assumed,
+/// so the tenant header stays refused until an operator asserts one.
+pub const DEFAULT_KV_TRUSTED_PROXY: bool = false;
+
 /// The whole boot configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -107,7 +111,7 @@ impl Config {
         let pop = PopConfig::from_env(&env)?;
         let mesh = MeshConfig::from_env(&env, http_addr.ip(), &hostname)?;
         let auth = AuthConfig::from_env(&env)?;
-        let kv_trusted_proxy = env.bool("QUEEN_KV_TRUSTED_PROXY", false)?;
+        let kv_trusted_proxy = env.bool("QUEEN_KV_TRUSTED_PROXY", DEFAULT_KV_TRUSTED_PROXY)?;
         check_tenancy(&auth, kv_trusted_proxy)?;
         let jobs = JobsConfig::from_env(&env)?;
         Ok(Config {

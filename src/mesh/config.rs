@@ -16,6 +16,9 @@ pub const DEFAULT_SYNC_HEARTBEAT_MS: u64 = 1000;
 /// Silence in ms after which a peer counts as dead (the Queen default: five
 /// missed heartbeats, so one slow heartbeat does not flap the state).
 pub const DEFAULT_SYNC_DEAD_THRESHOLD_MS: u64 = 5000;
+/// `QUEEN_SYNC_ENABLED` when unset (config.md §9): on, since the TCP side
+/// stays inert until `QUEEN_MESH_PEERS` names a peer.
+pub const DEFAULT_SYNC_ENABLED: bool = true;
 /// `QUEEN_SYNC_SECRET` length in bytes (64 hex characters): the HMAC-SHA256
 /// key of the handshake, as long as the hash, so no key is weaker than it.
 pub const SYNC_SECRET_LEN: usize = 32;
@@ -96,7 +99,7 @@ impl MeshConfig {
             ));
         }
         Ok(MeshConfig {
-            enabled: env.bool("QUEEN_SYNC_ENABLED", true)?,
+            enabled: env.bool("QUEEN_SYNC_ENABLED", DEFAULT_SYNC_ENABLED)?,
             addr: SocketAddr::new(host, port),
             peers,
             advertise_host: env

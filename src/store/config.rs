@@ -31,6 +31,9 @@ pub const DEFAULT_STATEMENT_TIMEOUT_MS: u64 = 30_000;
 /// `DB_LOCK_TIMEOUT` default, ms (config.md): a statement waiting on a lock
 /// this long fails rather than pinning its DB thread.
 pub const DEFAULT_LOCK_TIMEOUT_MS: u64 = 10_000;
+/// `QUEEN_APPLY_SCHEMA` when unset (config.md): apply `sql/` at boot, under
+/// the advisory lock, so a fresh database works with no separate step.
+pub const DEFAULT_APPLY_SCHEMA: bool = true;
 /// PostgreSQL connections of the request DB thread group when `DB_POOL_SIZE`
 /// is unset. One connection per DB thread; 16 keeps enough commits in flight
 /// for PostgreSQL's group commit on a small box while leaving room under the
@@ -126,7 +129,7 @@ impl DbConfig {
             pg,
             pool_size,
             queue_depth: DEFAULT_DB_QUEUE_DEPTH,
-            apply_schema: env.bool("QUEEN_APPLY_SCHEMA", true)?,
+            apply_schema: env.bool("QUEEN_APPLY_SCHEMA", DEFAULT_APPLY_SCHEMA)?,
         })
     }
 }

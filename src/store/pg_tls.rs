@@ -33,6 +33,12 @@ use rustls::{DigitallySignedStruct, RootCertStore, SignatureScheme};
 use std::sync::Arc;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
+/// `PG_USE_SSL` when unset (config.md): plaintext, as the Queen broker.
+pub const DEFAULT_PG_USE_SSL: bool = false;
+/// `PG_SSL_REJECT_UNAUTHORIZED` when unset (config.md): verify the chain;
+/// `false` encrypts without authenticating, a last resort.
+pub const DEFAULT_PG_SSL_REJECT_UNAUTHORIZED: bool = true;
+
 /// The connector type the DB thread group uses (plaintext included: with
 /// `sslmode=disable` it is never asked to do TLS).
 pub type Connector = MakeRustlsConnect;
@@ -67,8 +73,11 @@ impl TrustMode {
             Some(v) => Some(parse_root_cert(&v)?),
             None => None,
         };
-        let use_ssl = env.bool("PG_USE_SSL", false)?;
-        let reject_unauthorized = env.bool("PG_SSL_REJECT_UNAUTHORIZED", true)?;
+        let use_ssl = env.bool("PG_USE_SSL", DEFAULT_PG_USE_SSL)?;
+        let reject_unauthorized = env.bool(
+            "PG_SSL_REJECT_UNAUTHORIZED",
+            DEFAULT_PG_SSL_REJECT_UNAUTHORIZED,
+        )?;
         Ok(match (use_ssl, root, reject_unauthorized) {
             (false, _, _) => TrustMode::Plaintext,
             (true, Some(ca), _) => TrustMode::SuppliedCa(ca),
