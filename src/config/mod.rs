@@ -5,8 +5,8 @@
 //!
 //! # Layers
 //! Settings imports run one way, from the top of this list down:
-//! 1. `main`, and the request side that takes `&Config`: `api`, `dashboard`,
-//!    `metrics`, `jobs`, `shard` (and `spool` through the shard);
+//! 1. `main` and the shard side, which read the whole `Config` (a shard's
+//!    own copy): `api`, `dashboard`, `metrics`, `jobs`, `shard`, `spool`;
 //! 2. `config` (this module): the aggregate, the cross-setting checks and the
 //!    boot line; it owns the settings nobody below needs (`http`, `pop`,
 //!    `jobs`, `spool`);
