@@ -55,6 +55,11 @@ pub enum KeyState {
 }
 
 impl KeyState {
+    /// Reads `QUEEN_ENCRYPTION_KEY`.
+    pub fn from_env(env: &crate::env::Env) -> KeyState {
+        KeyState::parse(env.string("QUEEN_ENCRYPTION_KEY").as_deref())
+    }
+
     /// Parses the variable's value.
     pub fn parse(value: Option<&str>) -> KeyState {
         let Some(v) = value.map(str::trim).filter(|v| !v.is_empty()) else {
@@ -71,20 +76,12 @@ impl KeyState {
                 "QUEEN_ENCRYPTION_KEY is not hexadecimal: encryption disabled".into(),
             );
         }
-        let mut key = [0u8; 32];
-        for (i, b) in key.iter_mut().enumerate() {
-            match v
-                .get(2 * i..2 * i + 2)
-                .and_then(|h| u8::from_str_radix(h, 16).ok())
-            {
-                Some(x) => *b = x,
-                None => {
-                    return KeyState::Invalid(
-                        "QUEEN_ENCRYPTION_KEY is not hexadecimal: encryption disabled".into(),
-                    )
-                }
-            }
-        }
+        // 64 ASCII hex digits (both checked above) decode to exactly 32 bytes.
+        let Some(key) = crate::env::decode_hex(v).filter(|k| k.len() == KEY_HEX_LEN / 2) else {
+            return KeyState::Invalid(
+                "QUEEN_ENCRYPTION_KEY is not hexadecimal: encryption disabled".into(),
+            );
+        };
         KeyState::Valid(Box::new(Cipher {
             gcm: Gcm16::new(GenericArray::from_slice(&key)),
         }))

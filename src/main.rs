@@ -3,7 +3,9 @@
 //! Queen MQ HTTP API.
 //!
 //! # Layout
-//! - `config`: the boot configuration from the environment (main thread).
+//! - `config`: the boot configuration from the environment (main thread);
+//!   its module doc gives the layer order of settings.
+//! - `env`: the environment reader and `ConfigError`, below every settings parser.
 //! - `api`: one file per HTTP endpoint; `api/mod.rs` lists the routes (shards).
 //! - `shard`: a shard's state: DB hand-off, push lanes, long-poll waiters (shards).
 //! - `store`: the DB thread group, typed jobs, schema apply (DB threads).
@@ -33,6 +35,7 @@ mod auth;
 mod config;
 mod crypto;
 mod dashboard;
+mod env;
 mod error;
 mod ids;
 mod jobs;
@@ -73,7 +76,7 @@ fn main() {
         std::process::exit(1);
     }
     // The mesh listener is bound here, before any thread starts (issue 5).
-    let mesh_listener = match mesh::bind(&cfg) {
+    let mesh_listener = match mesh::bind(&cfg.mesh) {
         Ok(l) => l,
         Err(e) => {
             eprintln!(
@@ -92,7 +95,7 @@ fn main() {
         env!("CARGO_PKG_VERSION"),
         cfg.describe()
     );
-    cfg.pg.tls.log_boot();
+    cfg.db.pg.tls.log_boot();
     log::info!("{}", cfg.auth.boot_line());
     auth::jwks::start(&cfg.auth);
     crypto::install(&cfg.encryption);
@@ -113,9 +116,9 @@ fn main() {
     let (mesh_tx, mesh_rx) = mesh::channel();
     let (trigger, shutdown) = shards::shutdown::shutdown();
 
-    let (db, jobs) = store::db_group::DbGroup::start(&cfg, reply_tx);
+    let (db, jobs) = store::db_group::DbGroup::start(&cfg.db, reply_tx);
     let stats = metrics::Board::new(cfg.nr_shards);
-    let mesh = mesh::start(&cfg, mesh_listener, mesh_rx, notice_tx);
+    let mesh = mesh::start(&cfg.mesh, &cfg.server_id, mesh_listener, mesh_rx, notice_tx);
     let inits: Vec<shard::ShardInit> = reply_rx
         .into_iter()
         .zip(notice_rx)

@@ -10,15 +10,16 @@
 //! plaintext fallback, since a broker an operator meant to encrypt must not
 //! quietly listen in the clear. A certificate change needs a restart.
 
-use crate::config::ConfigError;
+use crate::env::{ConfigError, Env};
 use shards::tls::{TlsError, TlsSetup};
 
-/// Reads `QUEEN_TLS_CERT`/`QUEEN_TLS_KEY` through `var` (empty counts as
-/// unset) and loads the pair. `Ok(None)`: plaintext HTTP.
-pub fn listener_from_env(
-    var: &dyn Fn(&str) -> Option<String>,
-) -> Result<Option<TlsSetup>, ConfigError> {
-    let (cert, key) = match (var("QUEEN_TLS_CERT"), var("QUEEN_TLS_KEY")) {
+/// Reads `QUEEN_TLS_CERT`/`QUEEN_TLS_KEY` (empty counts as unset) and
+/// loads the pair. `Ok(None)`: plaintext HTTP.
+pub fn listener_from_env(env: &Env) -> Result<Option<TlsSetup>, ConfigError> {
+    let (cert, key) = match (
+        env.non_empty("QUEEN_TLS_CERT"),
+        env.non_empty("QUEEN_TLS_KEY"),
+    ) {
         (None, None) => return Ok(None),
         (Some(c), Some(k)) => (c, k),
         (Some(_), None) => return Err(one_without_other("QUEEN_TLS_CERT", "QUEEN_TLS_KEY")),
@@ -51,30 +52,31 @@ fn one_without_other(set: &'static str, missing: &'static str) -> ConfigError {
 mod tests {
     use super::*;
 
-    fn lookup(vars: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
-        let vars: Vec<(String, String)> = vars
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        move |k| vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone())
+    fn listener(vars: &[(&str, &str)]) -> Result<Option<TlsSetup>, ConfigError> {
+        let lookup = |k: &str| {
+            vars.iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.to_string())
+        };
+        listener_from_env(&Env::new(&lookup))
     }
 
     #[test]
     fn neither_is_plaintext_and_one_alone_is_fatal() {
-        assert!(listener_from_env(&lookup(&[])).expect("ok").is_none());
-        let e = listener_from_env(&lookup(&[("QUEEN_TLS_CERT", "/x.pem")])).unwrap_err();
+        assert!(listener(&[]).expect("ok").is_none());
+        let e = listener(&[("QUEEN_TLS_CERT", "/x.pem")]).unwrap_err();
         assert_eq!(e.var, "QUEEN_TLS_CERT");
         assert!(e.reason.contains("QUEEN_TLS_KEY"), "{}", e.reason);
-        let e = listener_from_env(&lookup(&[("QUEEN_TLS_KEY", "/x.pem")])).unwrap_err();
+        let e = listener(&[("QUEEN_TLS_KEY", "/x.pem")]).unwrap_err();
         assert_eq!(e.var, "QUEEN_TLS_KEY");
     }
 
     #[test]
     fn unreadable_files_name_their_variable() {
-        let e = listener_from_env(&lookup(&[
+        let e = listener(&[
             ("QUEEN_TLS_CERT", "/nonexistent/cert.pem"),
             ("QUEEN_TLS_KEY", "/nonexistent/key.pem"),
-        ]))
+        ])
         .unwrap_err();
         assert_eq!(e.var, "QUEEN_TLS_CERT");
         assert!(e.reason.contains("/nonexistent/cert.pem"), "{}", e.reason);

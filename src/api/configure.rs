@@ -56,7 +56,7 @@ pub async fn handle(shard: &Rc<Shard>, req: &Request) -> Result<Response, ApiErr
         Some(Value::Object(o)) => check_options(o)?,
         Some(_) => return Err(ApiError::BadRequest("options must be an object".into())),
     };
-    let tenant = crate::auth::tenant(&shard.cfg, req)?;
+    let tenant = crate::auth::tenant(&shard.cfg.auth, req)?;
     let encryption_asked = options.get("encryptionEnabled") == Some(&Value::Bool(true));
     let arg = json!({
         "tenant": tenant, "queue": queue, "namespace": namespace, "task": task,

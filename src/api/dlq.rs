@@ -30,7 +30,7 @@ pub async fn handle(shard: &Rc<Shard>, req: &Request) -> Result<Response, ApiErr
             )));
         }
     }
-    let tenant = crate::auth::tenant(&shard.cfg, req)?;
+    let tenant = crate::auth::tenant(&shard.cfg.auth, req)?;
     let arg = json!({
         "tenant": tenant, "queue": q("queue"), "consumerGroup": q("consumerGroup"),
         "partition": q("partition"), "from": from, "to": to, "limit": limit, "offset": offset,

@@ -69,7 +69,7 @@ impl shards::listen::Handler for Router {
 
 /// Finds the endpoint for `req` and runs it.
 async fn route(shard: &Rc<Shard>, mut req: Request) -> Result<Response, ApiError> {
-    if !shard.cfg.tenancy_header {
+    if !shard.cfg.auth.tenancy_header {
         // SEC-18: with tenancy off the header means nothing; drop it so no
         // handler can take it for a tenant.
         req.headers.retain(|(name, _)| name != "x-queen-tenant");
@@ -88,8 +88,8 @@ async fn route(shard: &Rc<Shard>, mut req: Request) -> Result<Response, ApiError
         &s,
     )?;
     // Tenant header shape and JWT access level, for every route (src/auth).
-    crate::auth::prepare(&shard.cfg, &req).await;
-    crate::auth::check(&shard.cfg, &req, &s)?;
+    crate::auth::prepare(&shard.cfg.auth, &req).await;
+    crate::auth::check(&shard.cfg.auth, &req, &s)?;
     use Method::*;
     match (&req.method, s.as_slice()) {
         (Get, ["health"]) => health::handle(shard).await,

@@ -116,7 +116,7 @@ fn parse(shard: &Shard, req: &Request, scope: Scope) -> Result<PopRequest, ApiEr
             params::check_name(v, label)?;
         }
     }
-    let tenant = crate::auth::tenant(&shard.cfg, req)?;
+    let tenant = crate::auth::tenant(&shard.cfg.auth, req)?;
     let scope_key = scope.queue.clone().unwrap_or_else(|| {
         let part = |v: &Option<String>| v.clone().unwrap_or_else(|| "*".into());
         format!("{}:{}", part(&scope.namespace), part(&scope.task))

@@ -31,153 +31,16 @@
 //!   always states what was applied;
 //! - `off`: no controller; unset dimensions take the normal defaults and the
 //!   echo is still sent (the spec: whenever the request carried `autopilot=true`);
-//! - the partition form always has width 1, so only `batch` can be delegated;
-//! - on/off spellings: `on|true|1|yes` and `off|false|0|no` (case-insensitive),
-//!   empty = unset; numbers outside their range are fatal, like anything else.
-//!   Ranges where config.md gives none: target age 1..3,600,000 ms, dwell
-//!   0..3,600,000 ms, dwell pops 0..1,000,000, max lanes 1..10,000,000.
+//! - the partition form always has width 1, so only `batch` can be delegated.
+//!
+//! The settings (`AutopilotConfig`, with their spellings and ranges) are
+//! parsed at boot in `crate::config::pop`.
 
-use crate::config::ConfigError;
+use crate::config::pop::{AutopilotConfig, Mode, MAX_WIDTH};
 use serde_json::{json, Value};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
-
-/// Delegated batch (config.md: the later broker's default).
-pub const DEFAULT_AUTOPILOT_BATCH: u32 = 100;
-/// Largest delegated batch accepted at boot (config.md).
-const MAX_AUTOPILOT_BATCH: u64 = 10_000;
-/// Width controller target age in ms (config.md).
-pub const DEFAULT_TARGET_AGE_MS: u64 = 25;
-/// Least time between two width changes, ms (config.md).
-pub const DEFAULT_DWELL_MS: u64 = 500;
-/// Least observations between two width changes (config.md).
-pub const DEFAULT_DWELL_POPS: u32 = 16;
-/// One-shot burst width; 0 = off (config.md).
-pub const DEFAULT_BURST_CAP: u32 = 0;
-/// Lanes one shard keeps (config.md): bounds the controller's memory.
-pub const DEFAULT_MAX_LANES: usize = 50_000;
-/// Widest delegated width (semantics.md §18; also pop's own claim limit).
-pub const MAX_WIDTH: u32 = 64;
-/// Longest target age / dwell accepted, ms (an hour: beyond that the
-/// controller would never act, which is surely a typo).
-const MAX_MS: u64 = 3_600_000;
-
-/// `QUEEN_POP_AUTOPILOT`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
-    /// Controller decides and is applied.
-    On,
-    /// Controller decides, normal defaults are applied.
-    Shadow,
-    /// No controller; normal defaults.
-    Off,
-}
-
-/// The `QUEEN_POP_AUTOPILOT*` settings.
-#[derive(Debug, Clone)]
-pub struct AutopilotConfig {
-    /// `QUEEN_POP_AUTOPILOT`.
-    pub mode: Mode,
-    /// `QUEEN_POP_AUTOPILOT_BATCH`: batch when the client left it out.
-    pub batch: u32,
-    /// `QUEEN_POP_AUTOPILOT_TARGET_AGE_MS`.
-    pub target_age_ms: u64,
-    /// `QUEEN_POP_AUTOPILOT_DWELL_MS`.
-    pub dwell_ms: u64,
-    /// `QUEEN_POP_AUTOPILOT_DWELL_POPS`.
-    pub dwell_pops: u32,
-    /// `QUEEN_POP_AUTOPILOT_BURST_CAP` (0 = off).
-    pub burst_cap: u32,
-    /// `QUEEN_POP_AUTOPILOT_MAX_LANES`.
-    pub max_lanes: usize,
-}
-
-impl Default for AutopilotConfig {
-    fn default() -> Self {
-        AutopilotConfig {
-            mode: Mode::On,
-            batch: DEFAULT_AUTOPILOT_BATCH,
-            target_age_ms: DEFAULT_TARGET_AGE_MS,
-            dwell_ms: DEFAULT_DWELL_MS,
-            dwell_pops: DEFAULT_DWELL_POPS,
-            burst_cap: DEFAULT_BURST_CAP,
-            max_lanes: DEFAULT_MAX_LANES,
-        }
-    }
-}
-
-impl AutopilotConfig {
-    /// Reads and validates the variables; any invalid value is an error naming it.
-    pub fn from_env(get: &dyn Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
-        let set = |var: &str| {
-            get(var)
-                .map(|v| v.trim().to_string())
-                .filter(|v| !v.is_empty())
-        };
-        let mode = match set("QUEEN_POP_AUTOPILOT").map(|v| v.to_ascii_lowercase()) {
-            None => Mode::On,
-            Some(v) => match v.as_str() {
-                "on" | "true" | "1" | "yes" => Mode::On,
-                "shadow" => Mode::Shadow,
-                "off" | "false" | "0" | "no" => Mode::Off,
-                _ => {
-                    return Err(ConfigError {
-                        var: "QUEEN_POP_AUTOPILOT",
-                        reason: format!("{v:?} is not one of on, shadow, off"),
-                    })
-                }
-            },
-        };
-        let num = |var: &'static str, default: u64, lo: u64, hi: u64| -> Result<u64, ConfigError> {
-            let Some(v) = set(var) else {
-                return Ok(default);
-            };
-            match v.parse::<u64>() {
-                Ok(n) if (lo..=hi).contains(&n) => Ok(n),
-                _ => Err(ConfigError {
-                    var,
-                    reason: format!("{v:?} is not a whole number between {lo} and {hi}"),
-                }),
-            }
-        };
-        // The `as` casts below are bounded by the ranges just checked.
-        Ok(AutopilotConfig {
-            mode,
-            batch: num(
-                "QUEEN_POP_AUTOPILOT_BATCH",
-                DEFAULT_AUTOPILOT_BATCH.into(),
-                1,
-                MAX_AUTOPILOT_BATCH,
-            )? as u32,
-            target_age_ms: num(
-                "QUEEN_POP_AUTOPILOT_TARGET_AGE_MS",
-                DEFAULT_TARGET_AGE_MS,
-                1,
-                MAX_MS,
-            )?,
-            dwell_ms: num("QUEEN_POP_AUTOPILOT_DWELL_MS", DEFAULT_DWELL_MS, 0, MAX_MS)?,
-            dwell_pops: num(
-                "QUEEN_POP_AUTOPILOT_DWELL_POPS",
-                DEFAULT_DWELL_POPS.into(),
-                0,
-                1_000_000,
-            )? as u32,
-            burst_cap: num(
-                "QUEEN_POP_AUTOPILOT_BURST_CAP",
-                DEFAULT_BURST_CAP.into(),
-                0,
-                MAX_WIDTH.into(),
-            )? as u32,
-            max_lanes: num(
-                "QUEEN_POP_AUTOPILOT_MAX_LANES",
-                DEFAULT_MAX_LANES as u64,
-                1,
-                10_000_000,
-            )? as usize,
-        })
-    }
-}
 
 /// A controller lane: (tenant, queue or scope, group).
 pub type LaneKey = (String, String, String);
@@ -406,38 +269,6 @@ pub fn iso_micros(s: &str) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn cfg(vars: &[(&str, &str)]) -> Result<AutopilotConfig, ConfigError> {
-        let m: HashMap<String, String> = vars
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        AutopilotConfig::from_env(&move |k| m.get(k).cloned())
-    }
-
-    #[test]
-    fn modes_and_bounds() {
-        assert_eq!(cfg(&[]).unwrap().mode, Mode::On);
-        assert_eq!(
-            cfg(&[("QUEEN_POP_AUTOPILOT", "FALSE")]).unwrap().mode,
-            Mode::Off
-        );
-        assert_eq!(
-            cfg(&[("QUEEN_POP_AUTOPILOT", " shadow ")]).unwrap().mode,
-            Mode::Shadow
-        );
-        assert!(cfg(&[("QUEEN_POP_AUTOPILOT", "auto")]).is_err());
-        assert!(cfg(&[("QUEEN_POP_AUTOPILOT_BATCH", "0")]).is_err());
-        assert!(cfg(&[("QUEEN_POP_AUTOPILOT_BATCH", "10001")]).is_err());
-        assert_eq!(
-            cfg(&[("QUEEN_POP_AUTOPILOT_BATCH", "10000")])
-                .unwrap()
-                .batch,
-            10_000
-        );
-        assert!(cfg(&[("QUEEN_POP_AUTOPILOT_BURST_CAP", "65")]).is_err());
-        assert!(cfg(&[("QUEEN_POP_AUTOPILOT_MAX_LANES", "x")]).is_err());
-    }
 
     #[test]
     fn iso() {

@@ -112,7 +112,7 @@ pub async fn handle(shard: &Rc<Shard>, req: &Request) -> Result<Response, ApiErr
     if raw.is_empty() {
         return Ok(json(201, &json!([])));
     }
-    let tenant = crate::auth::tenant(&shard.cfg, req)?;
+    let tenant = crate::auth::tenant(&shard.cfg.auth, req)?;
     let mut items = stored_items(raw)?;
     super::seal::seal(shard, req, &tenant, &mut items).await;
     let echo = Echo::of(&items);

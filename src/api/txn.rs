@@ -59,7 +59,7 @@ pub async fn handle(shard: &Rc<Shard>, req: &Request) -> Result<Response, ApiErr
     if leases.iter().any(|l| !params::is_uuid(l)) {
         return Ok(refused("Invalid or expired lease"));
     }
-    let tenant = crate::auth::tenant(&shard.cfg, req)?;
+    let tenant = crate::auth::tenant(&shard.cfg.auth, req)?;
     let mut operations = Vec::with_capacity(ops.len());
     let mut queues = BTreeSet::new();
     for (i, op) in ops.iter().enumerate() {

@@ -1,7 +1,8 @@
-//! JWT settings (`JWT_*`, config.md §5), parsed and checked once at boot
-//! on the main thread. Key material is decoded here, so a broker with
-//! `JWT_ENABLED=true` and no usable key for its algorithm never starts
-//! (SEC-08); shards get a clone.
+//! Authentication and tenancy settings (`JWT_*`, config.md §5;
+//! `QUEEN_TENANCY_HEADER`, config.md §10), parsed from the leaf `crate::env`
+//! and checked once at boot on the main thread. Key material is decoded
+//! here, so a broker with `JWT_ENABLED=true` and no usable key for its
+//! algorithm never starts (SEC-08); shards get a clone.
 //!
 //! Decisions (inferred): `JWT_PUBLIC_KEY` may carry literal `\n` escapes
 //! (as env files often do) and they are turned into newlines; `auto`
@@ -11,14 +12,34 @@
 //! material for RS*/EdDSA; with `JWT_PUBLIC_KEY` as well, a token whose
 //! `kid` the JWKS lacks falls back to the static key.
 
-use crate::config::{secret_label, ConfigError};
+use crate::env::{secret_label, ConfigError, Env};
 use jsonwebtoken::{Algorithm, DecodingKey};
 use std::fmt;
 
+/// `JWT_ENABLED` when unset (config.md §5): off, every route open, as the
+/// Queen broker ships; the boot line says so (SEC-06).
+pub const DEFAULT_JWT_ENABLED: bool = false;
+/// `QUEEN_TENANCY_HEADER` when unset (config.md §10): off, every request in
+/// the default tenant.
+pub const DEFAULT_TENANCY_HEADER: bool = false;
 /// Tolerance for `exp`/`nbf` when `JWT_CLOCK_SKEW` is unset (config.md §5).
 pub const DEFAULT_CLOCK_SKEW_S: u64 = 30;
 /// `JWT_SKIP_PATHS` when unset (config.md §5).
 pub const DEFAULT_SKIP_PATHS: &str = "/health,/metrics/prometheus,/metrics,/";
+/// `JWT_ALGORITHM` when unset (config.md §5): HMAC, which `JWT_SECRET` alone serves.
+pub const DEFAULT_ALGORITHM: &str = "HS256";
+/// `JWT_ROLES_CLAIM` when unset (config.md §5): the claim holding one role.
+pub const DEFAULT_ROLES_CLAIM: &str = "role";
+/// `JWT_ROLES_ARRAY_CLAIM` when unset (config.md §5): the claim holding a list.
+pub const DEFAULT_ROLES_ARRAY_CLAIM: &str = "roles";
+/// `JWT_ROLE_ADMIN` when unset (config.md §5).
+pub const DEFAULT_ROLE_ADMIN: &str = "admin";
+/// `JWT_ROLE_READ_WRITE` when unset (config.md §5).
+pub const DEFAULT_ROLE_READ_WRITE: &str = "read-write";
+/// `JWT_ROLE_READ_ONLY` when unset (config.md §5).
+pub const DEFAULT_ROLE_READ_ONLY: &str = "read-only";
+/// `JWT_ROLE_WRITE_ONLY` when unset (config.md §5).
+pub const DEFAULT_ROLE_WRITE_ONLY: &str = "write-only";
 
 /// The verification keys, by family.
 #[derive(Clone, Default)]
@@ -44,9 +65,13 @@ pub struct RoleNames {
     pub write_only: String,
 }
 
-/// The JWT configuration.
+/// The JWT and tenancy configuration.
 #[derive(Clone)]
 pub struct AuthConfig {
+    /// `QUEEN_TENANCY_HEADER`: honour `x-queen-tenant` (config.md §10; off
+    /// by default, and `crate::config` refuses it without
+    /// `QUEEN_KV_TRUSTED_PROXY`).
+    pub tenancy_header: bool,
     /// `JWT_ENABLED`.
     pub enabled: bool,
     /// Algorithms a token may use (one, or several with `auto`).
@@ -85,6 +110,7 @@ impl fmt::Debug for AuthConfig {
             .field("audience", &self.audience)
             .field("clock_skew_s", &self.clock_skew_s)
             .field("skip_paths", &self.skip_paths)
+            .field("tenancy_header", &self.tenancy_header)
             .finish()
     }
 }
@@ -120,14 +146,11 @@ pub fn is_rsa(alg: Algorithm) -> bool {
 }
 
 impl AuthConfig {
-    /// Reads the `JWT_*` variables. `get` returns a non-empty value or
-    /// `None`; `flag` parses a boolean variable.
-    pub fn from_env(
-        get: &dyn Fn(&str) -> Option<String>,
-        flag: &dyn Fn(&'static str, bool) -> Result<bool, ConfigError>,
-    ) -> Result<AuthConfig, ConfigError> {
-        let enabled = flag("JWT_ENABLED", false)?;
-        let alg_name = get("JWT_ALGORITHM").unwrap_or_else(|| "HS256".into());
+    /// Reads the `JWT_*` variables and `QUEEN_TENANCY_HEADER`.
+    pub fn from_env(env: &Env) -> Result<AuthConfig, ConfigError> {
+        let get = |var: &str| env.non_empty(var);
+        let enabled = env.bool("JWT_ENABLED", DEFAULT_JWT_ENABLED)?;
+        let alg_name = get("JWT_ALGORITHM").unwrap_or_else(|| DEFAULT_ALGORITHM.into());
         let alg_name = alg_name.trim();
         let auto = alg_name.eq_ignore_ascii_case("auto");
         let configured = if auto {
@@ -239,6 +262,7 @@ impl AuthConfig {
             .collect();
         let named = |var: &str, default: &str| get(var).unwrap_or_else(|| default.to_string());
         Ok(AuthConfig {
+            tenancy_header: env.bool("QUEEN_TENANCY_HEADER", DEFAULT_TENANCY_HEADER)?,
             enabled,
             algorithms,
             auto,
@@ -248,13 +272,13 @@ impl AuthConfig {
             audience: get("JWT_AUDIENCE"),
             clock_skew_s,
             skip_paths,
-            roles_claim: named("JWT_ROLES_CLAIM", "role"),
-            roles_array_claim: named("JWT_ROLES_ARRAY_CLAIM", "roles"),
+            roles_claim: named("JWT_ROLES_CLAIM", DEFAULT_ROLES_CLAIM),
+            roles_array_claim: named("JWT_ROLES_ARRAY_CLAIM", DEFAULT_ROLES_ARRAY_CLAIM),
             role_names: RoleNames {
-                admin: named("JWT_ROLE_ADMIN", "admin"),
-                read_write: named("JWT_ROLE_READ_WRITE", "read-write"),
-                read_only: named("JWT_ROLE_READ_ONLY", "read-only"),
-                write_only: named("JWT_ROLE_WRITE_ONLY", "write-only"),
+                admin: named("JWT_ROLE_ADMIN", DEFAULT_ROLE_ADMIN),
+                read_write: named("JWT_ROLE_READ_WRITE", DEFAULT_ROLE_READ_WRITE),
+                read_only: named("JWT_ROLE_READ_ONLY", DEFAULT_ROLE_READ_ONLY),
+                write_only: named("JWT_ROLE_WRITE_ONLY", DEFAULT_ROLE_WRITE_ONLY),
             },
             jwks,
         })

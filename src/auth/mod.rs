@@ -20,7 +20,6 @@ pub mod config;
 pub mod jwks;
 pub mod levels;
 
-use crate::config::Config;
 use crate::error::ApiError;
 use crate::shard::DEFAULT_TENANT;
 use jsonwebtoken::{decode, decode_header, errors::ErrorKind, Validation};
@@ -198,8 +197,7 @@ fn grant_of(cfg: &AuthConfig, token: &str) -> Result<Grant, &'static str> {
 /// Runs before [`check`]: with `JWT_JWKS_URL`, a token not yet validated
 /// on this shard whose `kid` the key set lacks waits for one refetch (see
 /// `jwks.rs`), so a key rotated in at the issuer is picked up at once.
-pub async fn prepare(cfg: &Config, req: &Request) {
-    let auth = &cfg.auth;
+pub async fn prepare(auth: &AuthConfig, req: &Request) {
     if !auth.enabled || auth.jwks.is_none() {
         return;
     }
@@ -212,9 +210,8 @@ pub async fn prepare(cfg: &Config, req: &Request) {
 
 /// Checks that `req` may use its route: the tenant header's shape, then
 /// the JWT access level. Called once per request, before dispatch.
-pub fn check(cfg: &Config, req: &Request, segs: &[&str]) -> Result<(), ApiError> {
-    tenant(cfg, req)?;
-    let auth = &cfg.auth;
+pub fn check(auth: &AuthConfig, req: &Request, segs: &[&str]) -> Result<(), ApiError> {
+    tenant(auth, req)?;
     if !auth.enabled {
         return Ok(());
     }
@@ -233,16 +230,16 @@ pub fn check(cfg: &Config, req: &Request, segs: &[&str]) -> Result<(), ApiError>
 
 /// The validated token's `sub` (SEC-16), or `None` with JWT off, no
 /// token or no `sub`. Never taken from a request body.
-pub fn sub(cfg: &Config, req: &Request) -> Option<String> {
-    if !cfg.auth.enabled {
+pub fn sub(auth: &AuthConfig, req: &Request) -> Option<String> {
+    if !auth.enabled {
         return None;
     }
-    grant_of(&cfg.auth, bearer(req)?).ok()?.sub
+    grant_of(auth, bearer(req)?).ok()?.sub
 }
 
 /// The request's tenant (SEC-18..20).
-pub fn tenant<'a>(cfg: &Config, req: &'a Request) -> Result<Cow<'a, str>, ApiError> {
-    if !cfg.tenancy_header {
+pub fn tenant<'a>(auth: &AuthConfig, req: &'a Request) -> Result<Cow<'a, str>, ApiError> {
+    if !auth.tenancy_header {
         return Ok(Cow::Borrowed(DEFAULT_TENANT));
     }
     let v = req.header("x-queen-tenant").map(str::trim).unwrap_or("");
@@ -259,70 +256,4 @@ pub fn tenant<'a>(cfg: &Config, req: &'a Request) -> Result<Cow<'a, str>, ApiErr
         return Err(ApiError::ReservedTenant);
     }
     Ok(Cow::Owned(t))
-}
-
-#[cfg(test)]
-mod tests {
-    use crate::config::Config;
-
-    fn cfg(vars: &[(&str, &str)]) -> Result<Config, crate::config::ConfigError> {
-        let vars: Vec<(String, String)> = vars
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        Config::from_lookup(&move |k| vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()))
-    }
-
-    #[test]
-    fn sec37_secrets_never_in_the_boot_block_or_debug() {
-        let secrets = [
-            ("JWT_SECRET", "jwt-secret-value-123"),
-            ("QUEEN_ENCRYPTION_KEY", &"ab".repeat(32)[..]),
-            ("QUEEN_SYNC_SECRET", &"cd".repeat(32)[..]),
-            ("PG_PASSWORD", "pg-password-secret"),
-        ];
-        let mut vars = vec![("JWT_ENABLED", "true")];
-        vars.extend_from_slice(&secrets);
-        let c = cfg(&vars).expect("boots");
-        let (d, dbg) = (c.describe(), format!("{c:?}"));
-        for (k, v) in secrets {
-            assert!(!d.contains(v), "{k} in describe: {d}");
-            assert!(!dbg.contains(v), "{k} in Debug");
-        }
-        assert!(d.contains("jwt_secret=<set:20 chars>"), "{d}");
-        assert!(d.contains("encryption_key=<set:64 chars>"), "{d}");
-        assert!(d.contains("sync_secret=<set:64 chars>"), "{d}");
-        assert!(!c.auth.boot_line().contains("jwt-secret-value-123"));
-    }
-
-    #[test]
-    fn sec19_tenancy_needs_the_trusted_proxy_flag() {
-        let e = cfg(&[("QUEEN_TENANCY_HEADER", "1")]).unwrap_err();
-        let line = e.to_string();
-        assert!(line.contains("QUEEN_TENANCY_HEADER") && line.contains("QUEEN_KV_TRUSTED_PROXY"));
-        let ok = cfg(&[
-            ("QUEEN_TENANCY_HEADER", "1"),
-            ("QUEEN_KV_TRUSTED_PROXY", "1"),
-        ]);
-        assert!(ok.expect("boots").tenancy_header);
-    }
-
-    #[test]
-    fn sec08_jwt_on_needs_key_material() {
-        assert_eq!(
-            cfg(&[("JWT_ENABLED", "true")]).unwrap_err().var,
-            "JWT_SECRET"
-        );
-        assert!(cfg(&[("JWT_ENABLED", "true"), ("JWT_SECRET", "s")]).is_ok());
-        assert_eq!(
-            cfg(&[
-                ("JWT_ENABLED", "true"),
-                ("JWT_ALGORITHM", "none"),
-                ("JWT_SECRET", "s")
-            ])
-            .unwrap_err()
-            .var,
-            "JWT_ALGORITHM"
-        );
-    }
 }

@@ -107,7 +107,7 @@ fn parse_info(payload: &[u8]) -> Result<(PeerInfo, Vec<u8>), FrameError> {
     if i.v != PROTOCOL_VERSION {
         return Err(FrameError::Malformed("unsupported protocol version"));
     }
-    let n = crate::config::decode_hex(&i.nonce)
+    let n = crate::env::decode_hex(&i.nonce)
         .filter(|n| n.len() == NONCE_LEN)
         .ok_or(FrameError::Malformed("HELLO nonce"))?;
     Ok((i, n))

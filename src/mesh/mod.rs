@@ -3,6 +3,7 @@
 //!
 //! # Layout
 //! - `mod.rs` (this file): [`Notice`], the fan-out thread, boot ([`bind`], [`start`]).
+//! - `config`: the `QUEEN_MESH_*` / `QUEEN_SYNC_*` settings ([`MeshConfig`]).
 //! - `frame`: wire framing, per-frame MACs and sequence numbers.
 //! - `auth`: the HELLO handshake proving `QUEEN_SYNC_SECRET` over fresh
 //!   nonces from both sides, and the per-connection key derivation.
@@ -30,11 +31,12 @@
 
 pub mod admission;
 pub mod auth;
+pub mod config;
 pub mod frame;
 pub mod peer;
 pub mod state;
 
-use crate::config::Config;
+pub use config::MeshConfig;
 use crossbeam_channel::{Receiver, Sender};
 use serde::{Deserialize, Serialize};
 use shards::inbox::InboxSender;
@@ -132,21 +134,22 @@ impl Mesh {
 
 /// Binds the mesh listener when the TCP side runs: a plain, non-reuse bind,
 /// so a second broker on the same mesh port fails boot ("port in use").
-pub fn bind(cfg: &Config) -> std::io::Result<Option<TcpListener>> {
-    if !cfg.mesh.tcp_active() {
+pub fn bind(m: &MeshConfig) -> std::io::Result<Option<TcpListener>> {
+    if !m.tcp_active() {
         return Ok(None);
     }
-    TcpListener::bind(cfg.mesh.addr).map(Some)
+    TcpListener::bind(m.addr).map(Some)
 }
 
-/// Starts the mesh thread (and, with a listener, the TCP side).
+/// Starts the mesh thread (and, with a listener, the TCP side); `server_id`
+/// is this broker's identity in the HELLO.
 pub fn start(
-    cfg: &Config,
+    m: &MeshConfig,
+    server_id: &str,
     listener: Option<TcpListener>,
     rx: Receiver<Envelope>,
     shards: Vec<InboxSender<Notice>>,
 ) -> Mesh {
-    let m = &cfg.mesh;
     let tcp = listener.is_some();
     let peers = if tcp { m.peers.clone() } else { Vec::new() };
     let state = Arc::new(MeshState::new(
@@ -182,7 +185,7 @@ pub fn start(
         let ctx = Arc::new(peer::PeerCtx {
             state: state.clone(),
             me: auth::Identity {
-                server_id: cfg.server_id.clone(),
+                server_id: server_id.to_string(),
                 advertise,
                 boot: state.boot,
                 secret: m.secret.clone(),

@@ -253,7 +253,7 @@ pub fn mesh(r: &mut Registry, i: &Inputs) {
 /// Registers the per-worker families not read from the counters in `prom`.
 pub fn worker(r: &mut Registry, i: &Inputs, worker_labels: &dyn Fn(usize) -> Labels) {
     let b = i.board;
-    let pool = i.cfg.db_pool_size as f64;
+    let pool = i.cfg.db.pool_size as f64;
     let idle = pool - super::prom::db_active(i) as f64;
     let now_ms = b.started.elapsed().as_millis() as u64 + 1;
     type Read = fn(&super::ShardStats, f64, f64, u64) -> f64;

@@ -60,7 +60,7 @@ pub(super) fn db_active(i: &Inputs) -> u64 {
     let inflight = total(i.board, |s| &s.db_inflight);
     inflight
         .saturating_sub(i.db_queued as u64)
-        .min(i.cfg.db_pool_size as u64)
+        .min(i.cfg.db.pool_size as u64)
 }
 
 /// The `GET /metrics` body.
@@ -95,8 +95,8 @@ pub fn json(i: &Inputs) -> Value {
             "rate": rate(|s| &s.messages_rate_milli),
         },
         "database": {
-            "poolSize": i.cfg.db_pool_size,
-            "idleConnections": (i.cfg.db_pool_size as u64).saturating_sub(active),
+            "poolSize": i.cfg.db.pool_size,
+            "idleConnections": (i.cfg.db.pool_size as u64).saturating_sub(active),
             "waitingRequests": i.db_queued,
         },
         "memory": { "rss": p.rss, "heapTotal": p.vm, "heapUsed": p.rss, "external": 0, "arrayBuffers": 0 },
@@ -176,7 +176,7 @@ pub fn text(i: &Inputs) -> String {
     );
 
     let active = db_active(i);
-    let pool = i.cfg.db_pool_size as u64;
+    let pool = i.cfg.db.pool_size as u64;
     gauge(
         &mut r,
         "queen_db_pool_size",

@@ -16,8 +16,8 @@
 use super::jobs::*;
 use super::pg_tls::Connector;
 use super::schema;
+use super::DbConfig;
 use super::Pushed;
-use crate::config::Config;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use postgres::types::Type;
 use r2d2_postgres::PostgresConnectionManager;
@@ -45,18 +45,18 @@ pub struct DbGroup {
 }
 
 impl DbGroup {
-    /// Starts the boot thread and `cfg.db_pool_size` DB threads. Returns the
+    /// Starts the boot thread and `cfg.pool_size` DB threads. Returns the
     /// group and the job sender the shards share.
     pub fn start(
-        cfg: &Config,
+        cfg: &DbConfig,
         replies: Vec<InboxSender<ReplyEnvelope>>,
     ) -> (DbGroup, Sender<JobEnvelope>) {
-        let (tx, rx) = crossbeam_channel::bounded::<JobEnvelope>(cfg.db_queue_depth);
+        let (tx, rx) = crossbeam_channel::bounded::<JobEnvelope>(cfg.queue_depth);
         let pg = pg_config(cfg);
         let tls = cfg.pg.tls.connector();
         let manager = PostgresConnectionManager::new(pg.clone(), tls.clone());
         let pool: Pool = r2d2::Pool::builder()
-            .max_size(cfg.db_pool_size as u32)
+            .max_size(cfg.pool_size as u32)
             .min_idle(Some(0))
             .connection_timeout(cfg.pg.connect_timeout.max(Duration::from_millis(100)))
             // A dead connection shows up as an error on use and is dropped
@@ -75,7 +75,7 @@ impl DbGroup {
                 .spawn(move || boot(pg, tls, apply, boot_ready, boot_stop))
                 .expect("spawning a thread at boot"),
         );
-        for n in 0..cfg.db_pool_size {
+        for n in 0..cfg.pool_size {
             let (rx, pool, ready, replies, stop) = (
                 rx.clone(),
                 pool.clone(),
@@ -102,7 +102,7 @@ impl DbGroup {
     }
 }
 
-fn pg_config(cfg: &Config) -> postgres::Config {
+fn pg_config(cfg: &DbConfig) -> postgres::Config {
     let mut pg = postgres::Config::new();
     pg.host(&cfg.pg.host)
         .port(cfg.pg.port)

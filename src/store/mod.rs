@@ -6,6 +6,7 @@
 //! jsonb argument and return one jsonb result (contracts in `sql/README.md`).
 
 pub mod ack_fused;
+pub mod config;
 pub mod db_group;
 pub mod jobs;
 pub mod pg_tls;
@@ -14,5 +15,6 @@ pub mod push_typed;
 pub mod pushed;
 pub mod schema;
 
+pub use config::DbConfig;
 pub use jobs::{Job, JobEnvelope, Proc, ReplyEnvelope, RequestId, StoreError, StoreReply};
 pub use pushed::{PushStatus, Pushed};

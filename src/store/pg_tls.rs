@@ -23,7 +23,7 @@
 //! one-line environments work; the host name checked is `PG_HOST` (an IP
 //! literal is matched against IP SANs).
 
-use crate::config::ConfigError;
+use crate::env::{ConfigError, Env};
 use postgres::config::SslMode;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::{verify_tls12_signature, verify_tls13_signature, CryptoProvider};
@@ -32,6 +32,12 @@ use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, RootCertStore, SignatureScheme};
 use std::sync::Arc;
 use tokio_postgres_rustls::MakeRustlsConnect;
+
+/// `PG_USE_SSL` when unset (config.md): plaintext, as the Queen broker.
+pub const DEFAULT_PG_USE_SSL: bool = false;
+/// `PG_SSL_REJECT_UNAUTHORIZED` when unset (config.md): verify the chain;
+/// `false` encrypts without authenticating, a last resort.
+pub const DEFAULT_PG_SSL_REJECT_UNAUTHORIZED: bool = true;
 
 /// The connector type the DB thread group uses (plaintext included: with
 /// `sslmode=disable` it is never asked to do TLS).
@@ -61,18 +67,17 @@ impl TrustMode {
         }
     }
 
-    /// Parses the `PG_*` TLS variables; `var` returns raw values,
-    /// `flag` parses a boolean with a default.
-    pub fn from_env(
-        var: &dyn Fn(&str) -> Option<String>,
-        flag: &dyn Fn(&'static str, bool) -> Result<bool, ConfigError>,
-    ) -> Result<TrustMode, ConfigError> {
-        let root = match var("PG_SSL_ROOT_CERT").filter(|v| !v.trim().is_empty()) {
+    /// Parses the `PG_*` TLS variables.
+    pub fn from_env(env: &Env) -> Result<TrustMode, ConfigError> {
+        let root = match env.non_empty("PG_SSL_ROOT_CERT") {
             Some(v) => Some(parse_root_cert(&v)?),
             None => None,
         };
-        let use_ssl = flag("PG_USE_SSL", false)?;
-        let reject_unauthorized = flag("PG_SSL_REJECT_UNAUTHORIZED", true)?;
+        let use_ssl = env.bool("PG_USE_SSL", DEFAULT_PG_USE_SSL)?;
+        let reject_unauthorized = env.bool(
+            "PG_SSL_REJECT_UNAUTHORIZED",
+            DEFAULT_PG_SSL_REJECT_UNAUTHORIZED,
+        )?;
         Ok(match (use_ssl, root, reject_unauthorized) {
             (false, _, _) => TrustMode::Plaintext,
             (true, Some(ca), _) => TrustMode::SuppliedCa(ca),
@@ -243,10 +248,7 @@ mod tests {
                 .find(|(n, _)| *n == k)
                 .map(|(_, v)| v.to_string())
         };
-        let flag = |k: &'static str, d: bool| -> Result<bool, ConfigError> {
-            Ok(get(k).map(|v| v == "true").unwrap_or(d))
-        };
-        TrustMode::from_env(&get, &flag)
+        TrustMode::from_env(&Env::new(&get))
     }
 
     #[test]
