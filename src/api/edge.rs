@@ -58,8 +58,8 @@ fn check_nul(req: &Request, segs: &[&str]) -> Result<(), ApiError> {
 }
 
 fn decode(s: &str) -> String {
-    let bytes = shards::http::percent_decode(s.as_bytes(), true)
-        .unwrap_or_else(|| s.as_bytes().to_vec());
+    let bytes =
+        shards::http::percent_decode(s.as_bytes(), true).unwrap_or_else(|| s.as_bytes().to_vec());
     String::from_utf8_lossy(&bytes).into_owned()
 }
 
@@ -189,13 +189,19 @@ mod tests {
     fn origins() {
         let own = req(
             Method::Post,
-            &[("host", "127.0.0.1:6632"), ("origin", "http://127.0.0.1:6632")],
+            &[
+                ("host", "127.0.0.1:6632"),
+                ("origin", "http://127.0.0.1:6632"),
+            ],
             b"",
         );
         assert!(check_origin(OPEN, &own).is_ok());
         let evil = req(
             Method::Post,
-            &[("host", "127.0.0.1:6632"), ("origin", "http://evil.example")],
+            &[
+                ("host", "127.0.0.1:6632"),
+                ("origin", "http://evil.example"),
+            ],
             b"",
         );
         assert!(matches!(

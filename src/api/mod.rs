@@ -81,7 +81,7 @@ async fn route(shard: &Rc<Shard>, mut req: Request) -> Result<Response, ApiError
     // NUL, body type, Origin and Host, before any endpoint reads the request.
     edge::check(
         edge::EdgeRules {
-            allowed_hosts: &[],
+            allowed_hosts: &shard.cfg.allowed_hosts,
             cors_allow_origin: shard.cfg.cors_allow_origin.as_deref(),
         },
         &req,

@@ -67,6 +67,31 @@ pub fn max_body_bytes(env: &Env) -> Result<usize, ConfigError> {
     Ok(n)
 }
 
+/// `QUEEN_ALLOWED_HOSTS`: a comma list of host names (no scheme, no port),
+/// lower-cased; unset or empty serves any `Host`. A name with a scheme, a
+/// path or a port is a boot error: it could never match and would refuse
+/// every request.
+pub fn allowed_hosts(env: &Env) -> Result<Vec<String>, ConfigError> {
+    let Some(list) = env.non_empty("QUEEN_ALLOWED_HOSTS") else {
+        return Ok(Vec::new());
+    };
+    let mut hosts = Vec::new();
+    for h in list.split(',').map(str::trim).filter(|h| !h.is_empty()) {
+        let bare = h.trim_start_matches('[').trim_end_matches(']');
+        if h.contains("://")
+            || h.contains('/')
+            || (!h.starts_with('[') && h.matches(':').count() == 1)
+        {
+            return Err(ConfigError::new(
+                "QUEEN_ALLOWED_HOSTS",
+                format!("{h:?} is not a bare host name (no scheme, path or port)"),
+            ));
+        }
+        hosts.push(bare.to_ascii_lowercase());
+    }
+    Ok(hosts)
+}
+
 /// `LOG_LEVEL`: `trace`, `debug`, `info`, `warn` (or `warning`), `error`.
 pub fn log_level(env: &Env) -> Result<log::LevelFilter, ConfigError> {
     let v = env

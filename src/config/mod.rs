@@ -91,6 +91,9 @@ pub struct Config {
     pub tls: Option<shards::tls::TlsSetup>,
     /// `QUEEN_CORS_ALLOW_ORIGIN`: opt-in CORS headers (SEC-04, `api/cors.rs`).
     pub cors_allow_origin: Option<String>,
+    /// `QUEEN_ALLOWED_HOSTS`: the `Host` names served, lower case, without
+    /// ports; empty serves any (`api/edge.rs`).
+    pub allowed_hosts: Vec<String>,
 }
 
 impl Config {
@@ -157,6 +160,7 @@ impl Config {
             cors_allow_origin: env
                 .non_empty("QUEEN_CORS_ALLOW_ORIGIN")
                 .map(|v| v.trim().to_string()),
+            allowed_hosts: http::allowed_hosts(&env)?,
         })
     }
 
