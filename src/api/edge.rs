@@ -133,7 +133,7 @@ fn check_host(rules: EdgeRules<'_>, req: &Request) -> Result<(), ApiError> {
         return Ok(());
     }
     let name = req.header("host").map(host_name).unwrap_or_default();
-    if rules.allowed_hosts.iter().any(|h| *h == name) {
+    if rules.allowed_hosts.contains(&name) {
         return Ok(());
     }
     Err(ApiError::MisdirectedHost(format!(
