@@ -242,6 +242,19 @@ pub fn tenant<'a>(auth: &AuthConfig, req: &'a Request) -> Result<Cow<'a, str>, A
     if !auth.tenancy_header {
         return Ok(Cow::Borrowed(DEFAULT_TENANT));
     }
+    // Issue 17: the proxy sets exactly one tenant. Two headers, or a list in
+    // one, mean a client's own header got past it, and taking either would be
+    // a guess about whose request this is.
+    let nr_headers = req
+        .headers
+        .iter()
+        .filter(|(n, _)| n == "x-queen-tenant")
+        .count();
+    if nr_headers > 1 || req.header("x-queen-tenant").is_some_and(|v| v.contains(',')) {
+        return Err(ApiError::BadRequest(
+            "x-queen-tenant must be sent once, holding one UUID".into(),
+        ));
+    }
     let v = req.header("x-queen-tenant").map(str::trim).unwrap_or("");
     if v.is_empty() {
         return Ok(Cow::Borrowed(DEFAULT_TENANT));
