@@ -5,21 +5,20 @@
 //! - the HTTP server (`shards::listen::serve`), one task per connection,
 //!   each request routed by `crate::api`;
 //! - the reply drain: takes DB replies off the shard's inbox and completes
-//!   the waiting requests ([`dbcall`]);
+//!   the waiting requests (`crate::store::DbClient`);
 //! - the notice drain: takes notices from the mesh thread and wakes parked
 //!   pops ([`waiters`]);
 //! - push batches spawned by the lanes ([`lanes`]).
 
 pub mod ack_lanes;
 pub mod cache;
-pub mod dbcall;
 pub mod fusion;
 pub mod lanes;
 pub mod waiters;
 
 use crate::config::Config;
 use crate::mesh::{Envelope, Notice};
-use crate::store::{JobEnvelope, ReplyEnvelope};
+use crate::store::{DbClient, JobEnvelope, ReplyEnvelope};
 use crossbeam_channel::Sender;
 use shards::inbox::latency_queue;
 use shards::inbox::InboxReceiver;
@@ -64,8 +63,8 @@ pub struct Shard {
     pub id: ShardId,
     /// Its copy of the configuration.
     pub cfg: Rc<Config>,
-    /// DB hand-off.
-    pub db: dbcall::DbClient,
+    /// DB hand-off (shared with the shard's own background tasks).
+    pub db: Rc<DbClient>,
     /// Parked pops.
     pub waiters: waiters::WaiterSet,
     /// Push lanes by tenant.
@@ -127,7 +126,7 @@ pub async fn run(id: ShardId, init: ShardInit) {
     let shard = Rc::new(Shard {
         id,
         cfg: cfg.clone(),
-        db: dbcall::DbClient::new(id, init.jobs),
+        db: Rc::new(DbClient::new(id, init.jobs)),
         waiters: waiters::WaiterSet::default(),
         lanes: RefCell::new(HashMap::new()),
         mesh: init.mesh,
