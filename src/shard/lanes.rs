@@ -21,6 +21,10 @@ use std::rc::{Rc, Weak};
 /// up to 8 push transactions in PostgreSQL at a time: enough for group
 /// commit to pay, few enough that batches grow under load.
 pub const MAX_INFLIGHT_BATCHES: usize = 4;
+// The spool replays through as many lanes as a push lane keeps batches in
+// flight (see `REPLAY_LANES`); the spool cannot name this constant (it sits
+// below the shard), so the tie is checked here, at compile time.
+const _: () = assert!(crate::spool::replay::REPLAY_LANES == MAX_INFLIGHT_BATCHES);
 /// Largest fused batch, in items. A single request larger than this still
 /// goes alone, whole (a request is never split across transactions).
 pub const MAX_BATCH_ITEMS: usize = 1000;

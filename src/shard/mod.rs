@@ -187,7 +187,17 @@ pub async fn run(id: ShardId, init: ShardInit) {
     // Leftover spool segments are adopted before serving, so no new push
     // overtakes an older spooled one of its partition.
     shard.spool.open(cfg.nr_shards).await;
-    crate::spool::replay::spawn(&shard);
+    let s = shard.clone();
+    crate::spool::replay::spawn(crate::spool::replay::Replay {
+        id,
+        spool: shard.spool.clone(),
+        db: shard.db.clone(),
+        stopping: shard.stopping.clone(),
+        notify: Rc::new(move |n| s.notify(n)),
+        flush_ms: cfg.file_buffer_flush_ms,
+        max_batch: cfg.file_buffer_max_batch,
+        refresh_ms: cfg.cache_refresh_ms,
+    });
     let handler: Rc<dyn shards::listen::Handler> = Rc::new(crate::api::Router::new(shard.clone()));
     if let Err(e) = shards::listen::serve(server, handler, init.shutdown).await {
         log::error!("shard {id}: HTTP server failed: {e}");
