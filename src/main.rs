@@ -39,6 +39,7 @@ mod jobs;
 mod logging;
 mod mesh;
 mod metrics;
+mod serve;
 mod shard;
 mod spool;
 mod store;
@@ -116,10 +117,10 @@ fn main() {
     let (db, jobs) = store::db_group::DbGroup::start(&cfg, reply_tx);
     let stats = metrics::Board::new(cfg.nr_shards);
     let mesh = mesh::start(&cfg, mesh_listener, mesh_rx, notice_tx);
-    let inits: Vec<shard::ShardInit> = reply_rx
+    let inits: Vec<serve::ShardInit> = reply_rx
         .into_iter()
         .zip(notice_rx)
-        .map(|(replies, notices)| shard::ShardInit {
+        .map(|(replies, notices)| serve::ShardInit {
             cfg: cfg.clone(),
             replies,
             notices,
@@ -133,8 +134,8 @@ fn main() {
     drop((jobs, mesh_tx));
     let pool = match shards::pool::PoolBuilder::new(cfg.nr_shards)
         .name("shard")
-        .spawn(inits, |id: ShardId, init: shard::ShardInit| {
-            shard::run(id, init)
+        .spawn(inits, |id: ShardId, init: serve::ShardInit| {
+            serve::run(id, init)
         }) {
         Ok(p) => p,
         Err(e) => {

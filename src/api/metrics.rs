@@ -35,7 +35,7 @@ pub async fn json(shard: &Rc<Shard>) -> Result<Response, ApiError> {
 
 /// Handles `GET /metrics/prometheus`.
 pub async fn prometheus(shard: &Rc<Shard>) -> Result<Response, ApiError> {
-    let snap = dbsnap::get(shard).await;
+    let snap = shard.db_snapshot.get(&shard.db).await;
     let inputs = prom::Inputs {
         board: &shard.counters.board,
         cfg: &shard.cfg,
