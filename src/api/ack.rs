@@ -44,7 +44,7 @@ pub fn parse_ack(
             )))
         }
     };
-    if !params::is_uuid(pid) {
+    if !crate::ids::is_uuid(pid) {
         return Err(ApiError::BadRequest(format!(
             "{label}partitionId must be a UUID"
         )));
@@ -62,7 +62,7 @@ pub fn parse_ack(
     params::check_group(group)?;
     let lease =
         params::opt_str(m, "leaseId", &format!("{label}leaseId"))?.filter(|l| !l.is_empty());
-    if lease.is_some_and(|l| !params::is_uuid(l)) {
+    if lease.is_some_and(|l| !crate::ids::is_uuid(l)) {
         return Err(ApiError::BadRequest(format!(
             "{label}leaseId must be a UUID"
         )));

@@ -30,7 +30,7 @@ pub async fn handle(shard: &Rc<Shard>, req: &Request, lease: &str) -> Result<Res
             }
         },
     };
-    if !params::is_uuid(lease) {
+    if !crate::ids::is_uuid(lease) {
         return Ok(ok_json(
             &json!({ "leaseId": lease, "success": false, "error": "Lease not found" }),
         ));

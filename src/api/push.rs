@@ -76,7 +76,7 @@ pub fn stored_item(item: Value, index: usize) -> Result<Value, ApiError> {
         Some(Value::Null) => {
             m.remove("traceId");
         }
-        Some(Value::String(t)) if params::is_uuid(t) => {}
+        Some(Value::String(t)) if crate::ids::is_uuid(t) => {}
         Some(Value::String(_)) => {
             return Err(ApiError::BadRequest("TraceId must be a UUID".into()))
         }

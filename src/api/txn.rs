@@ -56,7 +56,7 @@ pub async fn handle(shard: &Rc<Shard>, req: &Request) -> Result<Response, ApiErr
             ))
         }
     };
-    if leases.iter().any(|l| !params::is_uuid(l)) {
+    if leases.iter().any(|l| !crate::ids::is_uuid(l)) {
         return Ok(refused("Invalid or expired lease"));
     }
     let tenant = crate::auth::tenant(&shard.cfg, req)?;

@@ -22,7 +22,6 @@ pub mod levels;
 
 use crate::config::Config;
 use crate::error::ApiError;
-use crate::shard::DEFAULT_TENANT;
 use jsonwebtoken::{decode, decode_header, errors::ErrorKind, Validation};
 use levels::{Level, Roles};
 use serde_json::{Map, Value};
@@ -33,6 +32,11 @@ use std::collections::HashMap;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 pub use config::AuthConfig;
+
+/// The tenant every request belongs to while native tenancy is off (and
+/// when the tenancy header is absent); decisions.md: in the schema and in
+/// every in-memory key from the foundation on.
+pub const DEFAULT_TENANT: &str = "00000000-0000-0000-0000-000000000001";
 
 /// Validated tokens a shard remembers. Past this the expired ones are
 /// dropped, and if that is not enough the cache starts over: a bound on
@@ -249,7 +253,7 @@ pub fn tenant<'a>(cfg: &Config, req: &'a Request) -> Result<Cow<'a, str>, ApiErr
     if v.is_empty() {
         return Ok(Cow::Borrowed(DEFAULT_TENANT));
     }
-    if !crate::api::params::is_uuid(v) {
+    if !crate::ids::is_uuid(v) {
         return Err(ApiError::BadRequest(
             "invalid x-queen-tenant header (must be a UUID)".into(),
         ));

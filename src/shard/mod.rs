@@ -24,9 +24,6 @@ use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::Arc;
 
-/// The tenant every request belongs to while native tenancy is off.
-pub const DEFAULT_TENANT: &str = "00000000-0000-0000-0000-000000000001";
-
 /// The cross-thread ends a shard is built with (created by main before
 /// the executors start).
 #[derive(Debug)]
