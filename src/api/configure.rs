@@ -63,7 +63,7 @@ pub async fn handle(shard: &Rc<Shard>, req: &Request) -> Result<Response, ApiErr
         "options": options, "mode": mode,
     });
     let mut result = shard.db.call(Proc::Configure, arg).await?;
-    crate::shard::cache::forget(&tenant, &queue);
+    shard.queues.forget(&tenant, &queue);
     // Other shards and brokers drop their cached settings too (the mesh).
     shard.notify(crate::mesh::Notice::Configured {
         tenant: tenant.to_string(),

@@ -78,8 +78,8 @@ async fn route(shard: &Rc<Shard>, mut req: Request) -> Result<Response, ApiError
         .map_err(|e| ApiError::BadRequest(format!("bad path: {e}")))?;
     let s: Vec<&str> = segs.iter().map(String::as_str).collect();
     // Tenant header shape and JWT access level, for every route (src/auth).
-    crate::auth::prepare(&shard.cfg, &req).await;
-    crate::auth::check(&shard.cfg, &req, &s)?;
+    crate::auth::prepare(&shard.cfg, &shard.tokens, &req).await;
+    crate::auth::check(&shard.cfg, &shard.tokens, &req, &s)?;
     use Method::*;
     match (&req.method, s.as_slice()) {
         (Get, ["health"]) => health::handle(shard).await,

@@ -13,7 +13,7 @@ use std::collections::BTreeSet;
 /// Stamps and, where due, encrypts `items` (as built by `push::stored_item`).
 pub async fn seal(shard: &Shard, req: &Request, tenant: &str, items: &mut [Value]) {
     // no `sub` key at all without a token subject (absent reads as none)
-    if let Some(sub) = crate::auth::sub(&shard.cfg, req) {
+    if let Some(sub) = crate::auth::sub(&shard.cfg, &shard.tokens, req) {
         for it in items.iter_mut() {
             it["sub"] = Value::String(sub.clone());
         }

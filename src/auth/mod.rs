@@ -9,9 +9,9 @@
 //!   case-insensitive, or a bare token), validated (signature, algorithm,
 //!   `exp`/`nbf` with skew, `iss`/`aud` when configured) and its roles
 //!   compared with the level. Validated tokens are kept in a per-shard
-//!   cache (a thread-local: each shard is one thread), keyed by the token
-//!   text and bounded by the token's `exp`, so the hot path is one hash
-//!   lookup. Only successes are cached.
+//!   [`TokenCache`] (a field of the `Shard`, touched only by its thread),
+//!   keyed by the token text and bounded by the token's `exp`, so the hot
+//!   path is one hash lookup. Only successes are cached.
 //! - Tenancy (SEC-18..20): with `QUEEN_TENANCY_HEADER` on, `x-queen-tenant`
 //!   (a UUID, lower-cased) names the request's tenant; the nil UUID is
 //!   reserved (403 `reserved_tenant`). Shape only, never authority.
@@ -75,9 +75,12 @@ struct Grant {
     stale_at: u64,
 }
 
-thread_local! {
-    /// This shard's validated tokens.
-    static CACHE: RefCell<HashMap<String, Grant>> = RefCell::new(HashMap::new());
+/// One shard's validated tokens, by token text (a `Shard` field; read and
+/// filled by that shard's requests only). Bounded by [`MAX_CACHED_TOKENS`].
+#[derive(Debug, Default)]
+pub struct TokenCache {
+    /// Token text → what it grants, until its `stale_at`.
+    grants: RefCell<HashMap<String, Grant>>,
 }
 
 fn now_s() -> u64 {
@@ -176,9 +179,14 @@ fn validate(cfg: &AuthConfig, token: &str) -> Result<Grant, &'static str> {
 }
 
 /// The grant of `token`, from this shard's cache or validated and cached.
-fn grant_of(cfg: &AuthConfig, token: &str) -> Result<Grant, &'static str> {
+fn grant_of(cfg: &AuthConfig, tokens: &TokenCache, token: &str) -> Result<Grant, &'static str> {
     let now = now_s();
-    let hit = CACHE.with(|c| c.borrow().get(token).filter(|g| now < g.stale_at).cloned());
+    let hit = tokens
+        .grants
+        .borrow()
+        .get(token)
+        .filter(|g| now < g.stale_at)
+        .cloned();
     if let Some(g) = hit {
         return Ok(g);
     }
@@ -186,29 +194,27 @@ fn grant_of(cfg: &AuthConfig, token: &str) -> Result<Grant, &'static str> {
     if now >= g.stale_at {
         return Err(reason::EXPIRED);
     }
-    CACHE.with(|c| {
-        let mut c = c.borrow_mut();
+    let mut c = tokens.grants.borrow_mut();
+    if c.len() >= MAX_CACHED_TOKENS {
+        c.retain(|_, g| now < g.stale_at);
         if c.len() >= MAX_CACHED_TOKENS {
-            c.retain(|_, g| now < g.stale_at);
-            if c.len() >= MAX_CACHED_TOKENS {
-                c.clear();
-            }
+            c.clear();
         }
-        c.insert(token.to_string(), g.clone());
-    });
+    }
+    c.insert(token.to_string(), g.clone());
     Ok(g)
 }
 
 /// Runs before [`check`]: with `JWT_JWKS_URL`, a token not yet validated
 /// on this shard whose `kid` the key set lacks waits for one refetch (see
 /// `jwks.rs`), so a key rotated in at the issuer is picked up at once.
-pub async fn prepare(cfg: &Config, req: &Request) {
+pub async fn prepare(cfg: &Config, tokens: &TokenCache, req: &Request) {
     let auth = &cfg.auth;
     if !auth.enabled || auth.jwks.is_none() {
         return;
     }
     let Some(token) = bearer(req) else { return };
-    if CACHE.with(|c| c.borrow().contains_key(token)) {
+    if tokens.grants.borrow().contains_key(token) {
         return;
     }
     jwks::prepare(auth, token).await;
@@ -216,7 +222,12 @@ pub async fn prepare(cfg: &Config, req: &Request) {
 
 /// Checks that `req` may use its route: the tenant header's shape, then
 /// the JWT access level. Called once per request, before dispatch.
-pub fn check(cfg: &Config, req: &Request, segs: &[&str]) -> Result<(), ApiError> {
+pub fn check(
+    cfg: &Config,
+    tokens: &TokenCache,
+    req: &Request,
+    segs: &[&str],
+) -> Result<(), ApiError> {
     tenant(cfg, req)?;
     let auth = &cfg.auth;
     if !auth.enabled {
@@ -227,7 +238,7 @@ pub fn check(cfg: &Config, req: &Request, segs: &[&str]) -> Result<(), ApiError>
         return Ok(());
     }
     let token = bearer(req).ok_or(ApiError::Unauthorized(reason::MISSING))?;
-    let g = grant_of(auth, token).map_err(ApiError::Unauthorized)?;
+    let g = grant_of(auth, tokens, token).map_err(ApiError::Unauthorized)?;
     if g.roles.satisfy(level) {
         Ok(())
     } else {
@@ -237,11 +248,11 @@ pub fn check(cfg: &Config, req: &Request, segs: &[&str]) -> Result<(), ApiError>
 
 /// The validated token's `sub` (SEC-16), or `None` with JWT off, no
 /// token or no `sub`. Never taken from a request body.
-pub fn sub(cfg: &Config, req: &Request) -> Option<String> {
+pub fn sub(cfg: &Config, tokens: &TokenCache, req: &Request) -> Option<String> {
     if !cfg.auth.enabled {
         return None;
     }
-    grant_of(&cfg.auth, bearer(req)?).ok()?.sub
+    grant_of(&cfg.auth, tokens, bearer(req)?).ok()?.sub
 }
 
 /// The request's tenant (SEC-18..20).

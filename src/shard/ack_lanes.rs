@@ -3,8 +3,8 @@
 //! `queen.ack_batch` call (one DB round trip, one transaction), and each
 //! request is answered from its own slice of the per-item results.
 //!
-//! Runs on the shard thread only. The lanes are a thread-local (one shard =
-//! one thread, as in [`super::cache`]), one lane per tenant since a call
+//! Runs on the shard thread only. The lanes are [`AckLanes`], a field of the
+//! `Shard` (as its push lanes are), one lane per tenant since a call
 //! carries one tenant. The lane is [`super::fusion`]'s, as for the push
 //! lanes ([`super::lanes`]): a lane
 //! flushes at once while fewer than [`MAX_INFLIGHT_BATCHES`] batches are in
@@ -52,34 +52,38 @@ type Answer = Result<Value, StoreError>;
 struct AckBatch {
     /// Tenant of every item in this lane.
     tenant: String,
-    /// The shard (weak: the thread-local lanes must not keep it alive).
+    /// The shard (weak: the shard owns its lanes, which must not keep it alive).
     shard: Weak<Shard>,
 }
 
-thread_local! {
-    /// This shard's ack lanes, by tenant.
-    static LANES: RefCell<HashMap<String, Rc<Lane<AckBatch>>>> = RefCell::new(HashMap::new());
+/// One shard's ack lanes, by tenant (`Shard::ack_lanes`; created on a
+/// tenant's first ack, touched by that shard's ack requests only).
+#[derive(Debug, Default)]
+pub struct AckLanes {
+    /// Tenant → its lane.
+    lanes: RefCell<HashMap<String, Rc<Lane<AckBatch>>>>,
 }
 
 /// Acknowledges one request's `items` (validated, non-empty) for `tenant`,
 /// fused with its concurrent neighbours; resolves with the request's own
 /// per-item results, aligned with `items`.
 pub async fn ack(shard: &Rc<Shard>, tenant: &str, items: Vec<Value>) -> Answer {
-    let lane = LANES.with(|l| {
-        l.borrow_mut()
-            .entry(tenant.to_string())
-            .or_insert_with(|| {
-                Rc::new(Lane::with(
-                    AckBatch {
-                        tenant: tenant.to_string(),
-                        shard: Rc::downgrade(shard),
-                    },
-                    MAX_INFLIGHT_BATCHES,
-                    MAX_BATCH_ITEMS,
-                ))
-            })
-            .clone()
-    });
+    let lane = shard
+        .ack_lanes
+        .lanes
+        .borrow_mut()
+        .entry(tenant.to_string())
+        .or_insert_with(|| {
+            Rc::new(Lane::with(
+                AckBatch {
+                    tenant: tenant.to_string(),
+                    shard: Rc::downgrade(shard),
+                },
+                MAX_INFLIGHT_BATCHES,
+                MAX_BATCH_ITEMS,
+            ))
+        })
+        .clone();
     let (waiting, inflight) = lane.load();
     log::debug!(
         "ack lane: request queued ({} waiting, {inflight} batches in flight)",

@@ -1,7 +1,7 @@
 //! A shard's cache of queue settings it needs on the push path: today the
 //! `encryptionEnabled` flag (semantics.md §13). Runs on the shard; the
-//! state is a thread-local (one shard = one thread), so no lock and no
-//! edit of `Shard` is needed.
+//! state is a [`QueueCache`], a field of the `Shard` (no lock: one shard =
+//! one thread).
 //!
 //! An entry lives `QUEEN_CACHE_REFRESH_INTERVAL_MS`; a configure on this
 //! shard drops the queue's entry at once. A configure served by another
@@ -30,17 +30,22 @@ struct Entry {
     at: Instant,
 }
 
-thread_local! {
+/// One shard's cached queue settings (`Shard::queues`): filled by the push
+/// path, dropped per queue by configure notices. At most [`MAX_CACHED_QUEUES`].
+#[derive(Debug, Default)]
+pub struct QueueCache {
     /// (tenant, queue) → settings.
-    static QUEUES: RefCell<HashMap<(String, String), Entry>> = RefCell::new(HashMap::new());
+    entries: RefCell<HashMap<(String, String), Entry>>,
 }
 
-/// Drops `queue`'s entry (after a configure on this shard).
-pub fn forget(tenant: &str, queue: &str) {
-    QUEUES.with(|q| {
-        q.borrow_mut()
-            .remove(&(tenant.to_string(), queue.to_string()))
-    });
+impl QueueCache {
+    /// Drops `queue`'s entry (after a configure on this shard or a
+    /// `Configured` notice from another).
+    pub fn forget(&self, tenant: &str, queue: &str) {
+        self.entries
+            .borrow_mut()
+            .remove(&(tenant.to_string(), queue.to_string()));
+    }
 }
 
 /// The `encryptionEnabled` flag of each of `queues`; one DB round trip for
@@ -57,8 +62,8 @@ pub async fn encryption_flags(
     let now = Instant::now();
     let mut out = HashMap::new();
     let mut missing = Vec::new();
-    QUEUES.with(|c| {
-        let c = c.borrow();
+    {
+        let c = shard.queues.entries.borrow();
         for q in queues {
             match c.get(&(tenant.to_string(), q.to_string())) {
                 Some(e) if now.duration_since(e.at) < ttl => {
@@ -67,7 +72,7 @@ pub async fn encryption_flags(
                 _ => missing.push(q.to_string()),
             }
         }
-    });
+    }
     if missing.is_empty() {
         return out;
     }
@@ -83,26 +88,24 @@ pub async fn encryption_flags(
             return out;
         }
     };
-    QUEUES.with(|c| {
-        let mut c = c.borrow_mut();
-        if c.len() >= MAX_CACHED_QUEUES {
-            c.clear();
-        }
-        for q in missing {
-            match found["queues"].get(&q) {
-                Some(f) => {
-                    let encrypted = f["encryptionEnabled"].as_bool().unwrap_or(false);
-                    c.insert(
-                        (tenant.to_string(), q.clone()),
-                        Entry { encrypted, at: now },
-                    );
-                    out.insert(q, encrypted);
-                }
-                None => {
-                    out.insert(q, false);
-                }
+    let mut c = shard.queues.entries.borrow_mut();
+    if c.len() >= MAX_CACHED_QUEUES {
+        c.clear();
+    }
+    for q in missing {
+        match found["queues"].get(&q) {
+            Some(f) => {
+                let encrypted = f["encryptionEnabled"].as_bool().unwrap_or(false);
+                c.insert(
+                    (tenant.to_string(), q.clone()),
+                    Entry { encrypted, at: now },
+                );
+                out.insert(q, encrypted);
+            }
+            None => {
+                out.insert(q, false);
             }
         }
-    });
+    }
     out
 }

@@ -4,11 +4,14 @@
 //! its tasks are `crate::serve`'s.
 
 pub mod ack_lanes;
+pub mod autopilot;
 pub mod cache;
+pub mod conflation;
 pub mod fusion;
 pub mod lanes;
 pub mod waiters;
 
+use crate::auth::TokenCache;
 use crate::config::Config;
 use crate::mesh::state::MeshState;
 use crate::mesh::{Envelope, Notice};
@@ -49,8 +52,20 @@ pub struct Shard {
     pub db: Rc<DbClient>,
     /// Parked pops.
     pub waiters: waiters::WaiterSet,
-    /// Push lanes by tenant.
+    /// Push lanes by tenant: created by the first push of a tenant, summed
+    /// by the metrics sampler ([`Shard::lane_totals`]).
     lanes: RefCell<HashMap<String, Rc<lanes::PushLane>>>,
+    /// Ack lanes by tenant (ack requests; see [`ack_lanes`]).
+    pub ack_lanes: ack_lanes::AckLanes,
+    /// Cached queue settings of the push path; dropped per queue by
+    /// configure and its notices (see [`cache`]).
+    pub queues: cache::QueueCache,
+    /// Validated JWTs (every request's auth check; see `crate::auth`).
+    pub tokens: TokenCache,
+    /// The pop autopilot's width lanes (pops; see [`autopilot`]).
+    pub autopilot: autopilot::WidthLanes,
+    /// Groups' cached conflation policies (pops; see [`conflation`]).
+    pub conflation: conflation::PolicyCache,
     /// Queue to the mesh thread.
     mesh: Sender<Envelope>,
     /// Mesh peer states and counters (read-only here: atomics, no lock).
@@ -82,6 +97,11 @@ impl Shard {
             db: Rc::new(DbClient::new(id, links.jobs)),
             waiters: waiters::WaiterSet::default(),
             lanes: RefCell::new(HashMap::new()),
+            ack_lanes: ack_lanes::AckLanes::default(),
+            queues: cache::QueueCache::default(),
+            tokens: TokenCache::default(),
+            autopilot: autopilot::WidthLanes::default(),
+            conflation: conflation::PolicyCache::default(),
             mesh: links.mesh,
             mesh_state: links.mesh_state,
             stopping: LocalSignal::new(),
@@ -129,7 +149,7 @@ impl Shard {
     pub fn apply(&self, notice: &Notice) {
         match notice {
             Notice::Pushed { queue } => self.waiters.wake(queue),
-            Notice::Configured { tenant, queue } => cache::forget(tenant, queue),
+            Notice::Configured { tenant, queue } => self.queues.forget(tenant, queue),
             Notice::Maintenance { pop, enabled } => self.spool.set_flag(*pop, *enabled),
         }
     }
