@@ -113,7 +113,7 @@ pub async fn handle_batch(shard: &Rc<Shard>, req: &Request) -> Result<Response, 
 async fn run(shard: &Rc<Shard>, req: &Request, items: Vec<Value>) -> Result<Response, ApiError> {
     let tenant = crate::auth::tenant(&shard.cfg, req)?;
     // Fused with the concurrent acks of this shard (src/shard/ack_lanes.rs).
-    let result = crate::shard::ack_lanes::ack(shard, &tenant, items).await?;
+    let result = shard.ack_lanes.ack(&shard.db, &tenant, items).await?;
     shard.counters.acked(&result);
     let Value::Array(results) = result else {
         return Err(ApiError::Internal(

@@ -26,6 +26,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// The cross-thread ends a shard is built with (created by main before
 /// the executors start).
@@ -98,7 +99,7 @@ impl Shard {
             waiters: waiters::WaiterSet::default(),
             lanes: RefCell::new(HashMap::new()),
             ack_lanes: ack_lanes::AckLanes::default(),
-            queues: cache::QueueCache::default(),
+            queues: cache::QueueCache::new(Duration::from_millis(cfg.cache_refresh_ms)),
             tokens: TokenCache::default(),
             autopilot: autopilot::WidthLanes::default(),
             conflation: conflation::PolicyCache::default(),
@@ -118,10 +119,18 @@ impl Shard {
             .borrow_mut()
             .entry(tenant.to_string())
             .or_insert_with(|| {
-                Rc::new(lanes::PushLane::new(
-                    tenant.to_string(),
-                    Rc::downgrade(self),
-                ))
+                // Weak: the shard owns its lanes, a lane must not keep it alive.
+                let shard = Rc::downgrade(self);
+                Rc::new(lanes::PushLane::new(lanes::PushBatch {
+                    tenant: tenant.to_string(),
+                    db: self.db.clone(),
+                    spool: self.spool.clone(),
+                    notify: Rc::new(move |n| {
+                        if let Some(s) = shard.upgrade() {
+                            s.notify(n);
+                        }
+                    }),
+                }))
             })
             .clone()
     }
