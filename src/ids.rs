@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// `(unix_ms << 12) | counter` of the last id minted by this process.
+/// Process-wide, not a shard's: ids must increase across every shard.
 static LAST: AtomicU64 = AtomicU64::new(0);
 
 /// Whether `s` is a UUID in canonical form (36 characters, hyphenated).
