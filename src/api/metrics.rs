@@ -5,7 +5,7 @@
 
 use super::ok_json;
 use crate::error::ApiError;
-use crate::metrics::{dbsnap, prom};
+use crate::metrics::{dbsnap, prom, scrape};
 use crate::shard::Shard;
 use shards::http::Response;
 use std::rc::Rc;
@@ -21,7 +21,7 @@ pub async fn json(shard: &Rc<Shard>) -> Result<Response, ApiError> {
         db_ok: true,
         queues_text: Rc::new(String::new()),
     };
-    let inputs = prom::Inputs {
+    let inputs = scrape::Inputs {
         board: &shard.counters.board,
         cfg: &shard.cfg,
         db_queued: shard.db.queued(),
@@ -36,7 +36,7 @@ pub async fn json(shard: &Rc<Shard>) -> Result<Response, ApiError> {
 /// Handles `GET /metrics/prometheus`.
 pub async fn prometheus(shard: &Rc<Shard>) -> Result<Response, ApiError> {
     let snap = shard.db_snapshot.get(&shard.db).await;
-    let inputs = prom::Inputs {
+    let inputs = scrape::Inputs {
         board: &shard.counters.board,
         cfg: &shard.cfg,
         db_queued: shard.db.queued(),

@@ -8,7 +8,7 @@
 //! never waits for PostgreSQL once a snapshot exists; only the first scrape
 //! on a shard waits, at most [`REFRESH_WAIT`]. The age of what was served is
 //! `queen_queue_metrics_age_seconds`. The per-queue families are rendered to
-//! text once per refresh ([`super::prom::queue_block`]), not per scrape.
+//! text once per refresh ([`super::expo::queue_block`]), not per scrape.
 //! The shard's sampler takes the first snapshot soon after boot
 //! ([`SnapshotCache::warm`]). The cache is shard-local (a field of the
 //! `Shard`), so two shards may each query once per TTL.
@@ -115,7 +115,7 @@ impl SnapshotCache {
         match outcome {
             Ok(v) => {
                 *c = Snapshot {
-                    queues_text: Rc::new(super::prom::queue_block(&v)),
+                    queues_text: Rc::new(super::expo::queue_block(&v)),
                     data: Rc::new(v),
                     at: Some(Instant::now()),
                     db_ok: true,

@@ -29,10 +29,12 @@
 //! [`queues::Slot`] (the one place a scrape copies a pointer under a mutex).
 
 pub mod dbsnap;
+pub mod expo;
 pub mod families;
 pub mod process;
 pub mod prom;
 pub mod queues;
+pub mod scrape;
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
