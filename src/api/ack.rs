@@ -4,7 +4,8 @@
 //! refused ack (unknown message, expired lease) is `success: false` in its
 //! slot with HTTP 200.
 
-use super::{ok_json, params, pop::QUEUE_MODE};
+use super::reply::ok_json;
+use super::{params, pop::QUEUE_MODE};
 use crate::error::ApiError;
 use crate::shard::Shard;
 use serde_json::{json, Map, Value};

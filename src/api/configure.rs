@@ -2,7 +2,8 @@
 //! partition (http-api.md §2). Option types are checked here so that a bad
 //! value is a 400 naming the option, never a database error.
 
-use super::{ok_json, params};
+use super::params;
+use super::reply::ok_json;
 use crate::error::ApiError;
 use crate::shard::Shard;
 use crate::store::Proc;

@@ -3,7 +3,8 @@
 //! an unknown or expired lease is 200 with `success: false` and no
 //! `newExpiresAt`.
 
-use super::{ok_json, params};
+use super::params;
+use super::reply::ok_json;
 use crate::error::ApiError;
 use crate::shard::Shard;
 use crate::store::Proc;

@@ -3,7 +3,7 @@
 //! shard's slot without stopping it (see `crate::metrics`); the Prometheus
 //! scrape adds the cached per-queue DB snapshot.
 
-use super::ok_json;
+use super::reply::ok_json;
 use crate::error::ApiError;
 use crate::metrics::{dbsnap, prom, scrape};
 use crate::shard::Shard;

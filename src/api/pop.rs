@@ -12,7 +12,8 @@
 //! function, `queen.pop_conflated`); autopilot sizing (§18) happens in
 //! `parse` through `pop_autopilot`, which also observes every attempt.
 
-use super::{ok_json, params, pop_autopilot, pop_conflation};
+use super::reply::ok_json;
+use super::{params, pop_autopilot, pop_conflation};
 use crate::config::SubscriptionDefault;
 use crate::error::ApiError;
 use crate::ids::uuid_v7;

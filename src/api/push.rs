@@ -5,7 +5,8 @@
 //! Any invalid item rejects the whole request with a 400 naming the field,
 //! before anything reaches PostgreSQL.
 
-use super::{json, params};
+use super::params;
+use super::reply::json;
 use crate::error::ApiError;
 use crate::ids::uuid_v7;
 use crate::shard::Shard;

@@ -6,7 +6,8 @@
 //! ack fail the transaction as a whole: 200 with `success: false` and
 //! nothing applied (the procedure raises, PostgreSQL rolls back).
 
-use super::{ack::parse_ack, ok_json, params, push::stored_items};
+use super::reply::ok_json;
+use super::{ack::parse_ack, params, push::stored_items};
 use crate::error::ApiError;
 use crate::ids::uuid_v7;
 use crate::mesh::Notice;
