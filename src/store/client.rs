@@ -7,7 +7,7 @@
 //! A full job queue leaves the job with the shard for up to
 //! `SUBMIT_PATIENCE`, retrying every millisecond, then answers `Busy` (503).
 
-use super::{Job, JobEnvelope, Proc, ReplyEnvelope, RequestId, StoreError, StoreReply};
+use super::jobs::{Job, JobEnvelope, Proc, ReplyEnvelope, RequestId, StoreError, StoreReply};
 use crossbeam_channel::{Sender, TrySendError};
 use futures_channel::oneshot;
 use serde_json::Value;

@@ -16,5 +16,5 @@ pub mod pushed;
 pub mod schema;
 
 pub use client::DbClient;
-pub use jobs::{Job, JobEnvelope, Proc, ReplyEnvelope, RequestId, StoreError, StoreReply};
+pub use jobs::{Job, JobEnvelope, Proc, ReplyEnvelope, StoreError, StoreReply};
 pub use pushed::{PushStatus, Pushed};
