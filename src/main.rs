@@ -35,7 +35,7 @@
 //!   then stops them in reverse order.
 //! - shard i (glommio executor pinned to core i) owns one `Shard`: all of
 //!   that shard's state, `Rc`/`RefCell`/`Cell`, never shared. Its fields:
-//!   - `cfg`: its copy of the configuration;
+//!   - `id`, `cfg`: which shard it is, its copy of the configuration;
 //!   - `db`: its `DbClient` (the requests awaiting a DB reply), shared with
 //!     its lanes, spool replay and snapshot refresh;
 //!   - `waiters`: parked pops by queue;
