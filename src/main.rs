@@ -6,28 +6,28 @@
 //! The modules in the order their layers stand, top first: each imports
 //! only modules on its own line's level or below (modules on one line do not
 //! import each other), and `shards/`, the runtime crate, sits under them all.
-//! In brackets, the thread that runs it.
-//! - `main` (this file): boot, the channels, shutdown order [main].
+//! After the dash, the thread that runs it.
+//! - `main` (this file): boot, the channels, shutdown order. — main
 //! - `serve`: a shard's start-up and life: builds its `Shard`, spawns its
-//!   drains, metrics sampler, jobs (shard 0) and spool replay, serves HTTP [shards].
-//! - `api`: one file per HTTP endpoint; `api/mod.rs` lists the routes [shards].
+//!   drains, metrics sampler, jobs (shard 0) and spool replay, serves HTTP. — shards
+//! - `api`: one file per HTTP endpoint; `api/mod.rs` lists the routes. — shards
 //! - `dashboard`, `jobs`: the embedded dashboard and its routes; the
 //!   background job schedule (retention, eviction, lease reclaim, stats
-//!   roll-up, cleanup) [shards; jobs on shard 0, their SQL on the DB threads].
+//!   roll-up, cleanup). — shards; jobs on shard 0, their SQL on the DB threads
 //! - `shard`: a shard's state and its methods: the `Shard`, push and ack
-//!   lanes, long-poll waiters, its caches [shards].
+//!   lanes, long-poll waiters, its caches. — shards
 //! - `metrics`, `auth`: per-shard counters, the board that sums them, the
 //!   rate sampler's ring, the cached DB snapshot and the JSON / Prometheus
 //!   rendering; JWT checks with the per-shard token cache, and tenancy
-//!   (`DEFAULT_TENANT`) [shards; the JWKS refetch on the `jwks` thread].
+//!   (`DEFAULT_TENANT`). — shards; the JWKS refetch on the `jwks` thread
 //! - `spool`, `error`: the per-shard disk spool, its replay task and the
-//!   maintenance flags; `ApiError` and its one mapping to HTTP [shards].
+//!   maintenance flags; `ApiError` and its one mapping to HTTP. — shards
 //! - `store`, `mesh`: the DB thread group, typed jobs, schema apply, and the
-//!   shards' `DbClient`; the notice fan-out and the peer links
-//!   [DB threads, with `DbClient` on the shards; mesh threads].
-//! - `config` (and `env`): the boot configuration from the environment [main].
+//!   shards' `DbClient`; the notice fan-out and the peer links. — DB threads
+//!   (`DbClient` on the shards); mesh threads
+//! - `config` (and `env`): the boot configuration from the environment. — main
 //! - `crypto`, `tls`, `ids`, `logging`, `alloc`: payload encryption, the
-//!   HTTPS listener's certificate, UUIDs, the log sink, the allocator [any].
+//!   HTTPS listener's certificate, UUIDs, the log sink, the allocator. — any
 //!
 //! # Threads and ownership
 //! - main: parses the config, creates every channel, starts the DB group,
