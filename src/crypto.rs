@@ -157,7 +157,8 @@ impl Cipher {
 }
 
 /// The process's cipher, installed once at boot by `main` (read-only
-/// afterwards, so any thread reads it without a lock).
+/// afterwards, so any thread reads it without a lock). Process-wide, not a
+/// shard's: one key serves every shard and the spool replay alike.
 static CIPHER: OnceLock<Option<Cipher>> = OnceLock::new();
 
 /// Installs the boot key state (first call wins).

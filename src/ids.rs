@@ -1,3 +1,4 @@
+//! UUIDs: the canonical-form check every parser uses ([`is_uuid`]), and
 //! UUIDv7 minting (semantics.md §1): 48-bit Unix milliseconds, a 12-bit
 //! counter for ids minted in the same millisecond, 62 random bits. One
 //! process-wide atomic keeps ids strictly increasing across every shard,
@@ -12,7 +13,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// `(unix_ms << 12) | counter` of the last id minted by this process.
+/// Process-wide, not a shard's: ids must increase across every shard.
 static LAST: AtomicU64 = AtomicU64::new(0);
+
+/// Whether `s` is a UUID in canonical form (36 characters, hyphenated).
+pub fn is_uuid(s: &str) -> bool {
+    uuid::Uuid::parse_str(s).is_ok() && s.len() == 36
+}
 
 /// Mints the next UUIDv7 of this process as its canonical string.
 pub fn uuid_v7() -> String {
@@ -43,6 +50,12 @@ pub fn uuid_v7() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn uuid_check() {
+        assert!(is_uuid("0191e0f2-0000-7000-8000-000000000000"));
+        assert!(!is_uuid("nope"));
+    }
 
     #[test]
     fn ids_strictly_increase_and_are_v7() {

@@ -3,28 +3,90 @@
 //! Queen MQ HTTP API.
 //!
 //! # Layout
-//! - `config`: the boot configuration from the environment (main thread);
-//!   its module doc gives the layer order of settings.
-//! - `env`: the environment reader and `ConfigError`, below every settings parser.
-//! - `api`: one file per HTTP endpoint; `api/mod.rs` lists the routes (shards).
-//! - `shard`: a shard's state: DB hand-off, push lanes, long-poll waiters (shards).
-//! - `store`: the DB thread group, typed jobs, schema apply (DB threads).
-//! - `mesh`: the notice fan-out thread (mesh thread).
-//! - `spool`: the per-shard disk spool, its replay and the maintenance flags (shards).
-//! - `ids`, `error`, `logging`: UUIDv7 minting, errors → HTTP, the log sink.
+//! The modules in the order their layers stand, top first: each imports
+//! only modules on its own line's level or below (modules on one line do not
+//! import each other), and `shards/`, the runtime crate, sits under them all.
+//! After the dash, the thread that runs it.
+//! - `main` (this file): boot, the channels, shutdown order. — main
+//! - `serve`: a shard's start-up and life: builds its `Shard`, spawns its
+//!   drains, metrics sampler, jobs (shard 0) and spool replay, serves HTTP. — shards
+//! - `api`: one file per HTTP endpoint; `api/mod.rs` lists the routes. — shards
+//! - `dashboard`, `jobs`: the embedded dashboard and its routes; the
+//!   background job schedule (retention, eviction, lease reclaim, stats
+//!   roll-up, cleanup). — shards; jobs on shard 0, their SQL on the DB threads
+//! - `shard`: a shard's state and its methods: the `Shard`, push and ack
+//!   lanes, long-poll waiters, its caches. — shards
+//! - `metrics`, `auth`: per-shard counters, the board that sums them, the
+//!   rate sampler's ring, the cached DB snapshot and the JSON / Prometheus
+//!   rendering; JWT checks with the per-shard token cache, and tenancy
+//!   (`DEFAULT_TENANT`). — shards; the JWKS refetch on the `jwks` thread
+//! - `spool`, `error`: the per-shard disk spool, its replay task and the
+//!   maintenance flags; `ApiError` and its one mapping to HTTP. — shards
+//! - `store`, `mesh`: the DB thread group, typed jobs, schema apply, and the
+//!   shards' `DbClient`; the notice fan-out and the peer links. — DB threads
+//!   (`DbClient` on the shards); mesh threads
+//! - `config`: the boot configuration, aggregated from the settings each
+//!   module below parses itself; its module doc gives the order. — main
+//! - `env`: the environment reader (`Env`, `ConfigError`, hex decoding),
+//!   below every settings parser; imports nothing of the crate. — main
+//! - `crypto`, `tls`, `ids`, `logging`, `alloc`: payload encryption, the
+//!   HTTPS listener's certificate, UUIDs, the log sink, the allocator. — any
 //!
 //! # Threads and ownership
 //! - main: parses the config, creates every channel, starts the DB group,
 //!   the mesh thread and the shards (in that order), waits for SIGTERM/SIGINT,
 //!   then stops them in reverse order.
-//! - shard i (glommio executor pinned to core i): owns its listener,
-//!   connections, push lanes and waiters (`Rc`/`RefCell`, never shared).
-//! - db-n: blocking PostgreSQL work; reached only through the bounded job
-//!   queue, answering on the asking shard's inbox.
-//! - mesh: forwards notices between shards.
+//! - shard i (glommio executor pinned to core i) owns one `Shard`: all of
+//!   that shard's state, `Rc`/`RefCell`/`Cell`, never shared. Its fields:
+//!   - `id`, `cfg`: which shard it is, its copy of the configuration;
+//!   - `db`: its `DbClient` (the requests awaiting a DB reply), shared with
+//!     its lanes, spool replay and snapshot refresh;
+//!   - `waiters`: parked pops by queue;
+//!   - `lanes`, `ack_lanes`: push and ack fusion lanes by tenant;
+//!   - `queues`: cached queue settings of the push path (`encryptionEnabled`);
+//!   - `tokens`: validated JWTs;
+//!   - `autopilot`: the pop width controller's lanes;
+//!   - `conflation`: groups' cached conflation policies;
+//!   - `db_snapshot`: the cached DB part of a Prometheus scrape;
+//!   - `spool`: its spool segments, partition order map and maintenance
+//!     flags, shared with its replay task;
+//!   - `counters`: its writing handle on its metrics slot, and its per-queue
+//!     counters;
+//!   - `mesh`, `mesh_state`, `stopping`: its end of the queue to the mesh
+//!     thread, the mesh's atomics (read only), its shutdown signal.
 //!
-//! No lock is shared between a shard and another thread; everything that
-//! crosses threads is a message on a bounded channel created before the
+//!   Its tasks (`serve`) hold the `Shard` by `Rc`; the sampler and the push
+//!   lanes hold it weakly.
+//! - db-boot and db-n (`store::db_group`): the r2d2 pool and the ready and
+//!   stop flags; reached only through the bounded job queue, answering on
+//!   the asking shard's inbox.
+//! - mesh (pinned), and with the TCP mesh its dialer, reader and listener
+//!   threads: the peer links and each batch's dedup; `MeshState` (atomics
+//!   they write and shards read).
+//! - jwks (`auth::jwks`, only with `JWT_JWKS_URL`): fetches the key set.
+//!
+//! Process-wide state, and why it is not a shard's:
+//! - `metrics::Board` (an `Arc` main makes, not a static): a slot per shard,
+//!   written by its owner only, read by a scrape on any shard, so no scrape
+//!   has to message the other shards;
+//! - `spool::stats` (static): every shard's spool gauges, read whole by
+//!   `/api/v1/status/buffers`, the metrics and the maintenance answers on
+//!   whichever shard serves them;
+//! - `crypto` (static cipher): one key installed at boot, read by every shard
+//!   and never written again, so it needs no lock and no per-shard copy;
+//! - `auth::jwks` (static key set): fetched by the one `jwks` thread and
+//!   swapped whole, read by every shard: one fetch serves them all;
+//! - `ids` (static last id): ids strictly increase across all shards (a
+//!   partition's messages are ordered by id), so the counter is one;
+//! - `store::db_group` (static link flag): one "lost"/"back" log line for
+//!   the whole group, not one per DB thread;
+//! - `logging`, `alloc`: the `log` crate and the global allocator take one
+//!   per process; `dashboard`'s asset tag and `store::push_typed`'s `NULL`
+//!   are constants computed once.
+//!
+//! No lock is shared between a shard and another thread (the per-queue
+//! metrics slot is the one mutex, held only to copy a pointer); everything
+//! that crosses threads is a message on a bounded channel created before the
 //! executors start.
 
 #![warn(missing_docs, missing_debug_implementations)]
@@ -42,6 +104,7 @@ mod jobs;
 mod logging;
 mod mesh;
 mod metrics;
+mod serve;
 mod shard;
 mod spool;
 mod store;
@@ -119,10 +182,10 @@ fn main() {
     let (db, jobs) = store::db_group::DbGroup::start(&cfg.db, reply_tx);
     let stats = metrics::Board::new(cfg.nr_shards);
     let mesh = mesh::start(&cfg.mesh, &cfg.server_id, mesh_listener, mesh_rx, notice_tx);
-    let inits: Vec<shard::ShardInit> = reply_rx
+    let inits: Vec<serve::ShardInit> = reply_rx
         .into_iter()
         .zip(notice_rx)
-        .map(|(replies, notices)| shard::ShardInit {
+        .map(|(replies, notices)| serve::ShardInit {
             cfg: cfg.clone(),
             replies,
             notices,
@@ -136,8 +199,8 @@ fn main() {
     drop((jobs, mesh_tx));
     let pool = match shards::pool::PoolBuilder::new(cfg.nr_shards)
         .name("shard")
-        .spawn(inits, |id: ShardId, init: shard::ShardInit| {
-            shard::run(id, init)
+        .spawn(inits, |id: ShardId, init: serve::ShardInit| {
+            serve::run(id, init)
         }) {
         Ok(p) => p,
         Err(e) => {

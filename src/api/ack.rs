@@ -4,7 +4,8 @@
 //! refused ack (unknown message, expired lease) is `success: false` in its
 //! slot with HTTP 200.
 
-use super::{ok_json, params, pop::QUEUE_MODE};
+use super::reply::ok_json;
+use super::{params, pop::QUEUE_MODE};
 use crate::error::ApiError;
 use crate::shard::Shard;
 use serde_json::{json, Map, Value};
@@ -44,7 +45,7 @@ pub fn parse_ack(
             )))
         }
     };
-    if !params::is_uuid(pid) {
+    if !crate::ids::is_uuid(pid) {
         return Err(ApiError::BadRequest(format!(
             "{label}partitionId must be a UUID"
         )));
@@ -62,7 +63,7 @@ pub fn parse_ack(
     params::check_group(group)?;
     let lease =
         params::opt_str(m, "leaseId", &format!("{label}leaseId"))?.filter(|l| !l.is_empty());
-    if lease.is_some_and(|l| !params::is_uuid(l)) {
+    if lease.is_some_and(|l| !crate::ids::is_uuid(l)) {
         return Err(ApiError::BadRequest(format!(
             "{label}leaseId must be a UUID"
         )));
@@ -113,7 +114,7 @@ pub async fn handle_batch(shard: &Rc<Shard>, req: &Request) -> Result<Response, 
 async fn run(shard: &Rc<Shard>, req: &Request, items: Vec<Value>) -> Result<Response, ApiError> {
     let tenant = crate::auth::tenant(&shard.cfg.auth, req)?;
     // Fused with the concurrent acks of this shard (src/shard/ack_lanes.rs).
-    let result = crate::shard::ack_lanes::ack(shard, &tenant, items).await?;
+    let result = shard.ack_lanes.ack(&shard.db, &tenant, items).await?;
     shard.counters.acked(&result);
     let Value::Array(results) = result else {
         return Err(ApiError::Internal(

@@ -3,8 +3,8 @@
 //! parameters and the tenant every call runs under. Runs on the shards.
 
 use super::params;
+use crate::auth::DEFAULT_TENANT;
 use crate::error::ApiError;
-use crate::shard::DEFAULT_TENANT;
 use shards::http::Request;
 
 /// The tenant of an operator call: the `x-queen-tenant` header, which the

@@ -1,7 +1,7 @@
 //! `GET /api/v1/status/buffers` (http-api.md §12): the disk spool of every
 //! shard of this broker, read from the gauge board (`crate::spool::stats`).
 
-use super::ok_json;
+use super::reply::ok_json;
 use crate::error::ApiError;
 use crate::shard::Shard;
 use crate::spool::stats;

@@ -2,7 +2,8 @@
 //! partition (http-api.md §2). Option types are checked here so that a bad
 //! value is a 400 naming the option, never a database error.
 
-use super::{ok_json, params};
+use super::params;
+use super::reply::ok_json;
 use crate::error::ApiError;
 use crate::shard::Shard;
 use crate::store::Proc;
@@ -63,7 +64,7 @@ pub async fn handle(shard: &Rc<Shard>, req: &Request) -> Result<Response, ApiErr
         "options": options, "mode": mode,
     });
     let mut result = shard.db.call(Proc::Configure, arg).await?;
-    crate::shard::cache::forget(&tenant, &queue);
+    shard.queues.forget(&tenant, &queue);
     // Other shards and brokers drop their cached settings too (the mesh).
     shard.notify(crate::mesh::Notice::Configured {
         tenant: tenant.to_string(),

@@ -2,7 +2,8 @@
 //! queue, consumer group, partition and time, with paging. The operations
 //! issue completes the DLQ surface (delete, replay).
 
-use super::{ok_json, params};
+use super::params;
+use super::reply::ok_json;
 use crate::error::ApiError;
 use crate::shard::Shard;
 use crate::store::Proc;

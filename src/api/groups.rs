@@ -20,7 +20,8 @@
 //!   most lagging first; on queues over 1,000 partitions both the list and
 //!   `lagging` read the stats roll-up (sql/015, sql/019).
 
-use super::{admin, ok_json, params};
+use super::reply::ok_json;
+use super::{admin, params};
 use crate::error::ApiError;
 use crate::shard::Shard;
 use crate::store::Proc;

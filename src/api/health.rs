@@ -1,7 +1,7 @@
 //! `GET /health`: 200 when PostgreSQL answers `SELECT 1` within
 //! `HEALTH_TIMEOUT`, 503 otherwise.
 
-use super::json;
+use super::reply::json;
 use crate::error::ApiError;
 use crate::shard::Shard;
 use crate::store::{Job, StoreReply};

@@ -3,7 +3,8 @@
 //! an unknown or expired lease is 200 with `success: false` and no
 //! `newExpiresAt`.
 
-use super::{ok_json, params};
+use super::params;
+use super::reply::ok_json;
 use crate::error::ApiError;
 use crate::shard::Shard;
 use crate::store::Proc;
@@ -30,7 +31,7 @@ pub async fn handle(shard: &Rc<Shard>, req: &Request, lease: &str) -> Result<Res
             }
         },
     };
-    if !params::is_uuid(lease) {
+    if !crate::ids::is_uuid(lease) {
         return Ok(ok_json(
             &json!({ "leaseId": lease, "success": false, "error": "Lease not found" }),
         ));

@@ -14,7 +14,8 @@
 //! bounded ([`APPLY_WAIT`]): a shard that cannot apply it in time still
 //! will, from the notice or its periodic re-read.
 
-use super::{ok_json, params};
+use super::params;
+use super::reply::ok_json;
 use crate::error::ApiError;
 use crate::mesh::Notice;
 use crate::shard::Shard;

@@ -8,7 +8,8 @@
 //! same transaction that deletes the DLQ row, so a repeated replay of the same
 //! row finds nothing (404) and a replay racing it is a `duplicate`.
 
-use super::{admin, ok_json};
+use super::admin;
+use super::reply::ok_json;
 use crate::error::ApiError;
 use crate::shard::Shard;
 use crate::store::Proc;
@@ -130,7 +131,7 @@ pub async fn retry(
 /// never spooled.
 fn maintenance_refusal(shard: &Shard) -> Option<Response> {
     shard.spool.push_paused.get().then(|| {
-        super::json(
+        super::reply::json(
             503,
             &json!({"success": false, "result": "maintenance",
                     "error": "Push maintenance is on: DLQ replay is paused"}),

@@ -3,9 +3,9 @@
 //! shard's slot without stopping it (see `crate::metrics`); the Prometheus
 //! scrape adds the cached per-queue DB snapshot.
 
-use super::ok_json;
+use super::reply::ok_json;
 use crate::error::ApiError;
-use crate::metrics::{dbsnap, prom};
+use crate::metrics::{dbsnap, prom, scrape};
 use crate::shard::Shard;
 use shards::http::Response;
 use std::rc::Rc;
@@ -21,7 +21,7 @@ pub async fn json(shard: &Rc<Shard>) -> Result<Response, ApiError> {
         db_ok: true,
         queues_text: Rc::new(String::new()),
     };
-    let inputs = prom::Inputs {
+    let inputs = scrape::Inputs {
         board: &shard.counters.board,
         cfg: &shard.cfg,
         db_queued: shard.db.queued(),
@@ -35,8 +35,8 @@ pub async fn json(shard: &Rc<Shard>) -> Result<Response, ApiError> {
 
 /// Handles `GET /metrics/prometheus`.
 pub async fn prometheus(shard: &Rc<Shard>) -> Result<Response, ApiError> {
-    let snap = dbsnap::get(shard).await;
-    let inputs = prom::Inputs {
+    let snap = shard.db_snapshot.get(&shard.db).await;
+    let inputs = scrape::Inputs {
         board: &shard.counters.board,
         cfg: &shard.cfg,
         db_queued: shard.db.queued(),

@@ -22,6 +22,7 @@ mod pop;
 pub mod pop_autopilot;
 mod pop_conflation;
 mod push;
+mod reply;
 mod resources;
 mod seal;
 mod shared_state;
@@ -88,8 +89,8 @@ async fn route(shard: &Rc<Shard>, mut req: Request) -> Result<Response, ApiError
         &s,
     )?;
     // Tenant header shape and JWT access level, for every route (src/auth).
-    crate::auth::prepare(&shard.cfg.auth, &req).await;
-    crate::auth::check(&shard.cfg.auth, &req, &s)?;
+    crate::auth::prepare(&shard.cfg.auth, &shard.tokens, &req).await;
+    crate::auth::check(&shard.cfg.auth, &shard.tokens, &req, &s)?;
     use Method::*;
     match (&req.method, s.as_slice()) {
         (Get, ["health"]) => health::handle(shard).await,
@@ -259,16 +260,4 @@ fn known_path(s: &[&str]) -> bool {
             | ["api", "v1", "traces", "names"]
             | ["api", "v1", "traces", _, _]
     )
-}
-
-/// A 200 JSON answer.
-pub fn ok_json(v: &serde_json::Value) -> Response {
-    json(200, v)
-}
-
-/// A JSON answer with `status`.
-pub fn json(status: u16, v: &serde_json::Value) -> Response {
-    // to_vec writes the bytes directly (to_string goes through fmt::Write);
-    // a Value has string keys only, so it always serialises
-    Response::json(status, serde_json::to_vec(v).unwrap_or_default())
 }

@@ -66,11 +66,6 @@ pub fn opt_str<'a>(
     }
 }
 
-/// Whether `s` is a UUID in canonical form.
-pub fn is_uuid(s: &str) -> bool {
-    uuid::Uuid::parse_str(s).is_ok() && s.len() == 36
-}
-
 /// Rejects strings PostgreSQL's jsonb cannot hold (`\u0000`) anywhere in `v`.
 pub fn check_storable(v: &Value, field: &str) -> Result<(), ApiError> {
     let bad = |s: &str| s.contains('\0');
@@ -129,11 +124,5 @@ mod tests {
         assert!(check_storable(&v, "payload").is_err());
         let v: Value = serde_json::from_str(r#"{"a":[1,{"b":"xy"}]}"#).unwrap();
         assert!(check_storable(&v, "payload").is_ok());
-    }
-
-    #[test]
-    fn uuid_check() {
-        assert!(is_uuid("0191e0f2-0000-7000-8000-000000000000"));
-        assert!(!is_uuid("nope"));
     }
 }

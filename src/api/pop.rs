@@ -12,7 +12,8 @@
 //! function, `queen.pop_conflated`); autopilot sizing (§18) happens in
 //! `parse` through `pop_autopilot`, which also observes every attempt.
 
-use super::{ok_json, params, pop_autopilot, pop_conflation};
+use super::reply::ok_json;
+use super::{params, pop_autopilot, pop_conflation};
 use crate::config::SubscriptionDefault;
 use crate::error::ApiError;
 use crate::ids::uuid_v7;
@@ -123,7 +124,10 @@ fn parse(shard: &Shard, req: &Request, scope: Scope) -> Result<PopRequest, ApiEr
     });
     let key = || (tenant.to_string(), scope_key.clone(), group.clone());
     let sizing = pop_autopilot::size(
-        &cfg.autopilot,
+        pop_autopilot::Controller {
+            cfg: &cfg.autopilot,
+            lanes: &shard.autopilot,
+        },
         params::flag(req, "autopilot"),
         key,
         batch_given,
@@ -231,7 +235,11 @@ pub async fn handle(shard: &Rc<Shard>, req: &Request, scope: Scope) -> Result<Re
                 Some(conflated) => conflated,
                 None => shard.db.call(Proc::Pop, pop.arg.clone()).await?,
             };
-        pop_autopilot::observe(&cfg.autopilot, &pop.sizing, &result);
+        let ctl = pop_autopilot::Controller {
+            cfg: &cfg.autopilot,
+            lanes: &shard.autopilot,
+        };
+        pop_autopilot::observe(ctl, &pop.sizing, &result);
         let delivered = result
             .get("messages")
             .and_then(Value::as_array)

@@ -4,7 +4,8 @@
 //! from a per-lane width controller — and echoes
 //! `{"autopilot": {"partitions", "batch", "waitMs"}}`. Explicit values are
 //! never changed. Runs on the shard thread that serves the pop; the
-//! controller state is a thread-local (one shard = one thread, no lock).
+//! controller's lanes are the shard's (`Shard::autopilot`, see
+//! `shard/autopilot.rs`: one shard = one thread, no lock).
 //!
 //! Controller (one lane per (tenant, queue or `ns:task` scope, group) per
 //! shard, at most `QUEEN_POP_AUTOPILOT_MAX_LANES`, least recently used lane
@@ -37,13 +38,19 @@
 //! parsed at boot in `crate::config::pop`.
 
 use crate::config::pop::{AutopilotConfig, Mode, MAX_WIDTH};
+pub use crate::shard::autopilot::LaneKey;
+use crate::shard::autopilot::WidthLanes;
 use serde_json::{json, Value};
-use std::cell::RefCell;
-use std::collections::HashMap;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-/// A controller lane: (tenant, queue or scope, group).
-pub type LaneKey = (String, String, String);
+/// One shard's width controller: the settings and the shard's lanes.
+#[derive(Debug, Clone, Copy)]
+pub struct Controller<'a> {
+    /// `QUEEN_POP_AUTOPILOT*`.
+    pub cfg: &'a AutopilotConfig,
+    /// The serving shard's lanes (`Shard::autopilot`).
+    pub lanes: &'a WidthLanes,
+}
 
 /// How one pop is sized, and what it echoes.
 #[derive(Debug)]
@@ -80,7 +87,7 @@ impl Sizing {
 /// Sizes a pop. `batch`/`partitions` are the client's values (None = left out);
 /// `default_batch` applies when batch is left out and autopilot does not decide.
 pub fn size(
-    cfg: &AutopilotConfig,
+    ctl: Controller<'_>,
     requested: bool,
     lane: impl FnOnce() -> LaneKey,
     batch: Option<i64>,
@@ -88,6 +95,7 @@ pub fn size(
     partition_form: bool,
     default_batch: i64,
 ) -> Sizing {
+    let cfg = ctl.cfg;
     let width_given = partitions.filter(|_| !partition_form);
     if !requested || cfg.mode == Mode::Off {
         return Sizing {
@@ -117,7 +125,7 @@ pub fn size(
         };
     }
     let key = lane();
-    let w = lane_width(cfg, &key);
+    let w = lane_width(ctl, &key);
     let on = cfg.mode == Mode::On;
     Sizing {
         batch: applied_batch,
@@ -130,48 +138,10 @@ pub fn size(
     }
 }
 
-/// One controller lane.
-#[derive(Debug)]
-struct Lane {
-    /// Current width.
-    width: u32,
-    /// Last width change.
-    changed_at: Instant,
-    /// Observations since the last change.
-    pops: u32,
-    /// Last use (eviction order).
-    seen: Instant,
-    /// The next pop uses the burst width once.
-    burst_next: bool,
-}
-
-thread_local! {
-    /// This shard's lanes.
-    static LANES: RefCell<HashMap<LaneKey, Lane>> = RefCell::new(HashMap::new());
-}
-
 /// The width the lane's next pop uses (burst included), creating the lane.
-fn lane_width(cfg: &AutopilotConfig, key: &LaneKey) -> u32 {
-    let now = Instant::now();
-    LANES.with(|l| {
-        let mut lanes = l.borrow_mut();
-        if !lanes.contains_key(key) && lanes.len() >= cfg.max_lanes {
-            let oldest = lanes
-                .iter()
-                .min_by_key(|(_, v)| v.seen)
-                .map(|(k, _)| k.clone());
-            if let Some(k) = oldest {
-                lanes.remove(&k);
-            }
-        }
-        let lane = lanes.entry(key.clone()).or_insert(Lane {
-            width: 1,
-            changed_at: now,
-            pops: 0,
-            seen: now,
-            burst_next: false,
-        });
-        lane.seen = now;
+fn lane_width(ctl: Controller<'_>, key: &LaneKey) -> u32 {
+    let cfg = ctl.cfg;
+    ctl.lanes.touch(key, cfg.max_lanes, |lane| {
         if std::mem::take(&mut lane.burst_next) {
             lane.width.max(cfg.burst_cap).min(MAX_WIDTH)
         } else {
@@ -181,7 +151,8 @@ fn lane_width(cfg: &AutopilotConfig, key: &LaneKey) -> u32 {
 }
 
 /// Feeds one attempt's outcome to the lane: `result` is the pop procedure's answer.
-pub fn observe(cfg: &AutopilotConfig, sizing: &Sizing, result: &Value) {
+pub fn observe(ctl: Controller<'_>, sizing: &Sizing, result: &Value) {
+    let cfg = ctl.cfg;
     let Some(Autopilot {
         lane: Some(key),
         lane_width,
@@ -211,11 +182,7 @@ pub fn observe(cfg: &AutopilotConfig, sizing: &Sizing, result: &Value) {
     let wider = matches!(age_ms, Some(a) if a > target) && claimed >= i64::from(applied);
     let narrower = age_ms.is_none_or(|a| a * 4 < target);
     let now = Instant::now();
-    LANES.with(|l| {
-        let mut lanes = l.borrow_mut();
-        let Some(lane) = lanes.get_mut(key) else {
-            return;
-        };
+    ctl.lanes.with(key, |lane| {
         lane.pops = lane.pops.saturating_add(1);
         let dwell_ok = now.duration_since(lane.changed_at).as_millis() >= u128::from(cfg.dwell_ms)
             && lane.pops >= cfg.dwell_pops;
@@ -287,12 +254,17 @@ mod tests {
     #[test]
     fn explicit_values_are_never_changed() {
         let c = AutopilotConfig::default();
+        let lanes = WidthLanes::default();
+        let c = Controller {
+            cfg: &c,
+            lanes: &lanes,
+        };
         let lane = || ("t".to_string(), "q".to_string(), "g".to_string());
-        let s = size(&c, true, lane, Some(7), Some(3), false, 200);
+        let s = size(c, true, lane, Some(7), Some(3), false, 200);
         assert_eq!((s.batch, s.partitions), (7, 3));
-        let s = size(&c, true, lane, None, None, false, 200);
+        let s = size(c, true, lane, None, None, false, 200);
         assert_eq!((s.batch, s.partitions), (100, 1));
-        let s = size(&c, false, lane, None, None, false, 200);
+        let s = size(c, false, lane, None, None, false, 200);
         assert_eq!((s.batch, s.partitions), (200, 1));
         assert!(s.echo(1).is_none());
     }
@@ -304,20 +276,25 @@ mod tests {
             dwell_pops: 2,
             ..AutopilotConfig::default()
         };
+        let lanes = WidthLanes::default();
+        let c = Controller {
+            cfg: &c,
+            lanes: &lanes,
+        };
         let lane = || ("t".to_string(), "wide".to_string(), "g".to_string());
         let old =
             json!({"partitionsClaimed": 64, "messages": [{"createdAt": "2000-01-01T00:00:00Z"}]});
         let mut w = 0;
         for _ in 0..20 {
-            let s = size(&c, true, lane, None, None, false, 200);
+            let s = size(c, true, lane, None, None, false, 200);
             w = s.partitions;
-            observe(&c, &s, &old);
+            observe(c, &s, &old);
         }
         assert_eq!(w, 64);
         for _ in 0..20 {
-            let s = size(&c, true, lane, None, None, false, 200);
+            let s = size(c, true, lane, None, None, false, 200);
             w = s.partitions;
-            observe(&c, &s, &json!({"partitionsClaimed": 0, "messages": []}));
+            observe(c, &s, &json!({"partitionsClaimed": 0, "messages": []}));
         }
         assert_eq!(w, 1);
     }

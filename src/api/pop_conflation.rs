@@ -1,6 +1,7 @@
 //! Conflated ("last value") pop, semantics.md §17 and http-api.md §4: the
 //! policy branch of a pop and the keys it adds to the answer. Runs on the
-//! shard thread serving the pop; the policy cache is a thread-local.
+//! shard thread serving the pop; the policy cache is the shard's
+//! (`Shard::conflation`, see `shard/conflation.rs`).
 //!
 //! A group's policy is stored with its subscription registration
 //! (`consumer_groups_metadata.conflation`, see `sql/070_conflation.sql`);
@@ -12,7 +13,7 @@
 //! delivers conflated or answers `{policy:false}`, after which the normal
 //! `queen.pop` runs. A group known not to conflate goes straight to
 //! `queen.pop`, so a non-conflating group pays one extra round trip per
-//! `POLICY_TTL` per shard, not per pop.
+//! `POLICY_TTL` (`shard/conflation.rs`) per shard, not per pop.
 //!
 //! Decisions where the spec is silent:
 //! - queue mode (no `consumerGroup`) has no registration and so no stored
@@ -37,29 +38,13 @@
 //! that window registers the group as non-conflating if it is the first.
 
 use crate::error::ApiError;
+use crate::shard::conflation::PolicyKey;
 use crate::shard::Shard;
 use crate::store::Proc;
 use serde_json::{json, Map, Value};
-use std::cell::RefCell;
-use std::collections::HashMap;
-use std::time::{Duration, Instant};
 
-/// How long a shard trusts a group's cached policy. Short, because a group
-/// deleted with its metadata and registered again the other way should be
-/// seen soon; long enough that the lookup is rare next to pops.
-const POLICY_TTL: Duration = Duration::from_secs(5);
-/// Most cached (tenant, scope, group) policies per shard; past it the cache starts over.
-const MAX_CACHED: usize = 100_000;
 /// Most partitions a conflated pop claims (pop's own claim limit).
 const MAX_CONFLATED_WIDTH: i64 = 64;
-
-/// (tenant, queue or `ns:task` scope, group).
-pub type PolicyKey = (String, String, String);
-
-thread_local! {
-    /// Cached policies: true = conflating.
-    static POLICIES: RefCell<HashMap<PolicyKey, (bool, Instant)>> = RefCell::new(HashMap::new());
-}
 
 /// The conflation state of one pop request.
 #[derive(Debug)]
@@ -109,25 +94,6 @@ impl Conflation {
     }
 }
 
-fn cached(key: &PolicyKey) -> Option<bool> {
-    POLICIES.with(|p| {
-        p.borrow()
-            .get(key)
-            .filter(|(_, at)| at.elapsed() < POLICY_TTL)
-            .map(|(v, _)| *v)
-    })
-}
-
-fn remember(key: &PolicyKey, conflating: bool) {
-    POLICIES.with(|p| {
-        let mut p = p.borrow_mut();
-        if p.len() >= MAX_CACHED {
-            p.clear();
-        }
-        p.insert(key.clone(), (conflating, Instant::now()));
-    });
-}
-
 /// One conflated pop attempt when the group's policy calls for it; `None`
 /// = the caller runs the normal pop (the request's conflict flag is set).
 pub async fn try_conflated(
@@ -138,19 +104,20 @@ pub async fn try_conflated(
     let Some(c) = state else {
         return Ok(None);
     };
-    if cached(&c.key) != Some(false) {
+    let policies = &shard.conflation;
+    if policies.cached(&c.key) != Some(false) {
         let mut carg = arg.clone();
         carg["conflation"] = Value::Bool(c.requested);
         carg["partitions"] = json!(c.width);
         let r = shard.db.call(Proc::PopConflated, carg).await?;
         if r.get("policy").and_then(Value::as_bool) == Some(true) {
-            remember(&c.key, true);
+            policies.remember(&c.key, true);
             c.applied = true;
             c.conflict = false;
             return Ok(Some(r));
         }
         if r.get("registered").and_then(Value::as_bool) == Some(true) {
-            remember(&c.key, false);
+            policies.remember(&c.key, false);
         }
     }
     c.applied = false;

@@ -5,7 +5,8 @@
 //! Any invalid item rejects the whole request with a 400 naming the field,
 //! before anything reaches PostgreSQL.
 
-use super::{json, params};
+use super::params;
+use super::reply::json;
 use crate::error::ApiError;
 use crate::ids::uuid_v7;
 use crate::shard::Shard;
@@ -76,7 +77,7 @@ pub fn stored_item(item: Value, index: usize) -> Result<Value, ApiError> {
         Some(Value::Null) => {
             m.remove("traceId");
         }
-        Some(Value::String(t)) if params::is_uuid(t) => {}
+        Some(Value::String(t)) if crate::ids::is_uuid(t) => {}
         Some(Value::String(_)) => {
             return Err(ApiError::BadRequest("TraceId must be a UUID".into()))
         }

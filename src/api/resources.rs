@@ -17,7 +17,8 @@
 //! cached settings; `Pushed`: parked pops recheck), so peers of any version
 //! understand it and no new mesh frame kind is needed.
 
-use super::{admin, ok_json};
+use super::admin;
+use super::reply::ok_json;
 use crate::error::ApiError;
 use crate::shard::Shard;
 use crate::store::Proc;

@@ -5,7 +5,7 @@
 //! shard, before the items enter a push lane, so anything downstream
 //! (fused batch, spool file) only ever sees the envelope.
 
-use crate::shard::{cache, Shard};
+use crate::shard::Shard;
 use serde_json::Value;
 use shards::http::Request;
 use std::collections::BTreeSet;
@@ -13,7 +13,7 @@ use std::collections::BTreeSet;
 /// Stamps and, where due, encrypts `items` (as built by `push::stored_item`).
 pub async fn seal(shard: &Shard, req: &Request, tenant: &str, items: &mut [Value]) {
     // no `sub` key at all without a token subject (absent reads as none)
-    if let Some(sub) = crate::auth::sub(&shard.cfg.auth, req) {
+    if let Some(sub) = crate::auth::sub(&shard.cfg.auth, &shard.tokens, req) {
         for it in items.iter_mut() {
             it["sub"] = Value::String(sub.clone());
         }
@@ -26,7 +26,10 @@ pub async fn seal(shard: &Shard, req: &Request, tenant: &str, items: &mut [Value
         .filter_map(|i| i["queue"].as_str().map(str::to_string))
         .collect();
     let names: BTreeSet<&str> = queues.iter().map(String::as_str).collect();
-    let flags = cache::encryption_flags(shard, tenant, &names, true).await;
+    let flags = shard
+        .queues
+        .encryption_flags(&shard.db, tenant, &names, true)
+        .await;
     for it in items.iter_mut() {
         let on = it["queue"]
             .as_str()

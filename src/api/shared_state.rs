@@ -2,7 +2,7 @@
 //! (peers alive/dead, heartbeats, rejection counters) and of this broker's
 //! shards. Read on the shard from atomics the mesh threads write; no lock.
 
-use super::ok_json;
+use super::reply::ok_json;
 use crate::error::ApiError;
 use crate::shard::Shard;
 use shards::http::Response;

@@ -19,7 +19,8 @@
 //! `failed`. `/status/queues/{queue}` lists one page of partitions (see
 //! [`DETAIL_PARTITIONS_DEFAULT`]) with `pagination`; its totals cover the queue.
 
-use super::{admin, ok_json};
+use super::admin;
+use super::reply::ok_json;
 use crate::error::ApiError;
 use crate::shard::Shard;
 use crate::store::Proc;

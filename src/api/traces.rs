@@ -7,7 +7,8 @@
 //! Paging of the name listings is validated like every listing (400 naming
 //! the parameter).
 
-use super::{admin, json as json_status, ok_json, params};
+use super::reply::{json as json_status, ok_json};
+use super::{admin, params};
 use crate::error::ApiError;
 use crate::shard::Shard;
 use crate::store::Proc;

@@ -6,7 +6,8 @@
 //! ack fail the transaction as a whole: 200 with `success: false` and
 //! nothing applied (the procedure raises, PostgreSQL rolls back).
 
-use super::{ack::parse_ack, ok_json, params, push::stored_items};
+use super::reply::ok_json;
+use super::{ack::parse_ack, params, push::stored_items};
 use crate::error::ApiError;
 use crate::ids::uuid_v7;
 use crate::mesh::Notice;
@@ -56,7 +57,7 @@ pub async fn handle(shard: &Rc<Shard>, req: &Request) -> Result<Response, ApiErr
             ))
         }
     };
-    if leases.iter().any(|l| !params::is_uuid(l)) {
+    if leases.iter().any(|l| !crate::ids::is_uuid(l)) {
         return Ok(refused("Invalid or expired lease"));
     }
     let tenant = crate::auth::tenant(&shard.cfg.auth, req)?;

@@ -81,6 +81,8 @@ struct Source {
     refetch: Sender<Refetch>,
 }
 
+/// Process-wide, not a shard's: the one `jwks` thread fetches for every
+/// shard, and a rotated key must reach them all at once.
 static SOURCE: OnceLock<Source> = OnceLock::new();
 
 /// Starts the `jwks` thread when `cfg` has a JWKS URL. Call once at boot.

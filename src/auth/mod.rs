@@ -9,9 +9,9 @@
 //!   case-insensitive, or a bare token), validated (signature, algorithm,
 //!   `exp`/`nbf` with skew, `iss`/`aud` when configured) and its roles
 //!   compared with the level. Validated tokens are kept in a per-shard
-//!   cache (a thread-local: each shard is one thread), keyed by the token
-//!   text and bounded by the token's `exp`, so the hot path is one hash
-//!   lookup. Only successes are cached.
+//!   [`TokenCache`] (a field of the `Shard`, touched only by its thread),
+//!   keyed by the token text and bounded by the token's `exp`, so the hot
+//!   path is one hash lookup. Only successes are cached.
 //! - Tenancy (SEC-18..20): with `QUEEN_TENANCY_HEADER` on, `x-queen-tenant`
 //!   (a UUID, lower-cased) names the request's tenant; the nil UUID is
 //!   reserved (403 `reserved_tenant`). Shape only, never authority.
@@ -21,7 +21,6 @@ pub mod jwks;
 pub mod levels;
 
 use crate::error::ApiError;
-use crate::shard::DEFAULT_TENANT;
 use jsonwebtoken::{decode, decode_header, errors::ErrorKind, Validation};
 use levels::{Level, Roles};
 use serde_json::{Map, Value};
@@ -32,6 +31,11 @@ use std::collections::HashMap;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 pub use config::AuthConfig;
+
+/// The tenant every request belongs to while native tenancy is off (and
+/// when the tenancy header is absent); decisions.md: in the schema and in
+/// every in-memory key from the foundation on.
+pub const DEFAULT_TENANT: &str = "00000000-0000-0000-0000-000000000001";
 
 /// Validated tokens a shard remembers. Past this the expired ones are
 /// dropped, and if that is not enough the cache starts over: a bound on
@@ -70,9 +74,12 @@ struct Grant {
     stale_at: u64,
 }
 
-thread_local! {
-    /// This shard's validated tokens.
-    static CACHE: RefCell<HashMap<String, Grant>> = RefCell::new(HashMap::new());
+/// One shard's validated tokens, by token text (a `Shard` field; read and
+/// filled by that shard's requests only). Bounded by [`MAX_CACHED_TOKENS`].
+#[derive(Debug, Default)]
+pub struct TokenCache {
+    /// Token text → what it grants, until its `stale_at`.
+    grants: RefCell<HashMap<String, Grant>>,
 }
 
 fn now_s() -> u64 {
@@ -171,9 +178,14 @@ fn validate(cfg: &AuthConfig, token: &str) -> Result<Grant, &'static str> {
 }
 
 /// The grant of `token`, from this shard's cache or validated and cached.
-fn grant_of(cfg: &AuthConfig, token: &str) -> Result<Grant, &'static str> {
+fn grant_of(cfg: &AuthConfig, tokens: &TokenCache, token: &str) -> Result<Grant, &'static str> {
     let now = now_s();
-    let hit = CACHE.with(|c| c.borrow().get(token).filter(|g| now < g.stale_at).cloned());
+    let hit = tokens
+        .grants
+        .borrow()
+        .get(token)
+        .filter(|g| now < g.stale_at)
+        .cloned();
     if let Some(g) = hit {
         return Ok(g);
     }
@@ -181,28 +193,26 @@ fn grant_of(cfg: &AuthConfig, token: &str) -> Result<Grant, &'static str> {
     if now >= g.stale_at {
         return Err(reason::EXPIRED);
     }
-    CACHE.with(|c| {
-        let mut c = c.borrow_mut();
+    let mut c = tokens.grants.borrow_mut();
+    if c.len() >= MAX_CACHED_TOKENS {
+        c.retain(|_, g| now < g.stale_at);
         if c.len() >= MAX_CACHED_TOKENS {
-            c.retain(|_, g| now < g.stale_at);
-            if c.len() >= MAX_CACHED_TOKENS {
-                c.clear();
-            }
+            c.clear();
         }
-        c.insert(token.to_string(), g.clone());
-    });
+    }
+    c.insert(token.to_string(), g.clone());
     Ok(g)
 }
 
 /// Runs before [`check`]: with `JWT_JWKS_URL`, a token not yet validated
 /// on this shard whose `kid` the key set lacks waits for one refetch (see
 /// `jwks.rs`), so a key rotated in at the issuer is picked up at once.
-pub async fn prepare(auth: &AuthConfig, req: &Request) {
+pub async fn prepare(auth: &AuthConfig, tokens: &TokenCache, req: &Request) {
     if !auth.enabled || auth.jwks.is_none() {
         return;
     }
     let Some(token) = bearer(req) else { return };
-    if CACHE.with(|c| c.borrow().contains_key(token)) {
+    if tokens.grants.borrow().contains_key(token) {
         return;
     }
     jwks::prepare(auth, token).await;
@@ -210,7 +220,12 @@ pub async fn prepare(auth: &AuthConfig, req: &Request) {
 
 /// Checks that `req` may use its route: the tenant header's shape, then
 /// the JWT access level. Called once per request, before dispatch.
-pub fn check(auth: &AuthConfig, req: &Request, segs: &[&str]) -> Result<(), ApiError> {
+pub fn check(
+    auth: &AuthConfig,
+    tokens: &TokenCache,
+    req: &Request,
+    segs: &[&str],
+) -> Result<(), ApiError> {
     tenant(auth, req)?;
     if !auth.enabled {
         return Ok(());
@@ -220,7 +235,7 @@ pub fn check(auth: &AuthConfig, req: &Request, segs: &[&str]) -> Result<(), ApiE
         return Ok(());
     }
     let token = bearer(req).ok_or(ApiError::Unauthorized(reason::MISSING))?;
-    let g = grant_of(auth, token).map_err(ApiError::Unauthorized)?;
+    let g = grant_of(auth, tokens, token).map_err(ApiError::Unauthorized)?;
     if g.roles.satisfy(level) {
         Ok(())
     } else {
@@ -230,11 +245,11 @@ pub fn check(auth: &AuthConfig, req: &Request, segs: &[&str]) -> Result<(), ApiE
 
 /// The validated token's `sub` (SEC-16), or `None` with JWT off, no
 /// token or no `sub`. Never taken from a request body.
-pub fn sub(auth: &AuthConfig, req: &Request) -> Option<String> {
+pub fn sub(auth: &AuthConfig, tokens: &TokenCache, req: &Request) -> Option<String> {
     if !auth.enabled {
         return None;
     }
-    grant_of(auth, bearer(req)?).ok()?.sub
+    grant_of(auth, tokens, bearer(req)?).ok()?.sub
 }
 
 /// The request's tenant (SEC-18..20).
@@ -250,7 +265,11 @@ pub fn tenant<'a>(auth: &AuthConfig, req: &'a Request) -> Result<Cow<'a, str>, A
         .iter()
         .filter(|(n, _)| n == "x-queen-tenant")
         .count();
-    if nr_headers > 1 || req.header("x-queen-tenant").is_some_and(|v| v.contains(',')) {
+    if nr_headers > 1
+        || req
+            .header("x-queen-tenant")
+            .is_some_and(|v| v.contains(','))
+    {
         return Err(ApiError::BadRequest(
             "x-queen-tenant must be sent once, holding one UUID".into(),
         ));
@@ -259,7 +278,7 @@ pub fn tenant<'a>(auth: &AuthConfig, req: &'a Request) -> Result<Cow<'a, str>, A
     if v.is_empty() {
         return Ok(Cow::Borrowed(DEFAULT_TENANT));
     }
-    if !crate::api::params::is_uuid(v) {
+    if !crate::ids::is_uuid(v) {
         return Err(ApiError::BadRequest(
             "invalid x-queen-tenant header (must be a UUID)".into(),
         ));

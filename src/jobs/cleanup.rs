@@ -9,7 +9,7 @@
 //! round is one `Proc::Cleanup` call on the DB thread group (`queen.cleanup`,
 //! sql/076) in its own transaction under the try advisory lock 737005, at most
 //! `RETENTION_BATCH_SIZE` partitions and rows per table; full rounds are chained
-//! up to [`super::MAX_ROUNDS`] per cycle like the other jobs.
+//! up to [`super::schedule::MAX_ROUNDS`] per cycle like the other jobs.
 //!
 //! Decision (the spec runs steps 3-4 in the retention cycle): cleanup has its
 //! own interval, one minute by default, because idleness is counted in days and
@@ -24,7 +24,7 @@ use std::rc::Rc;
 /// Starts the cleanup schedule on this shard (call on shard 0 only).
 pub fn spawn(shard: &Rc<Shard>) {
     let interval_ms = shard.cfg.jobs.cleanup_interval_ms;
-    super::schedule(
+    super::schedule::schedule(
         shard,
         "cleanup",
         interval_ms,
@@ -32,10 +32,10 @@ pub fn spawn(shard: &Rc<Shard>) {
     );
 }
 
-/// Runs rounds until one comes back short (or [`super::MAX_ROUNDS`]).
+/// Runs rounds until one comes back short (or [`super::schedule::MAX_ROUNDS`]).
 async fn cycle(shard: &Rc<Shard>) {
     let cfg = &shard.cfg.jobs;
-    for _ in 0..super::MAX_ROUNDS {
+    for _ in 0..super::schedule::MAX_ROUNDS {
         let arg = json!({"days": cfg.partition_cleanup_days,
                          "partitions": cfg.partition_cleanup,
                          "metricsDays": cfg.metrics_retention_days,

@@ -17,18 +17,14 @@
 //! Expired-lease reclaim runs on the eviction interval.
 
 pub mod cleanup;
+pub mod schedule;
 pub mod stats;
 
 use crate::shard::Shard;
 use crate::store::Proc;
+use schedule::{schedule, MAX_ROUNDS};
 use serde_json::json;
-use std::future::Future;
 use std::rc::Rc;
-use std::time::Duration;
-
-/// Rounds one cycle may chain when every round was full (bounds a cycle's DB
-/// time so a huge backlog cannot starve request jobs; the next cycle resumes).
-pub const MAX_ROUNDS: u32 = 100;
 
 /// Starts the job schedule on this shard (call on shard 0 only).
 pub fn spawn(shard: &Rc<Shard>) {
@@ -49,30 +45,6 @@ pub fn spawn(shard: &Rc<Shard>) {
             rounds(&s, job, batch).await
         });
     }
-}
-
-/// Runs `cycle` on this shard every `interval_ms` until shutdown; an interval
-/// of 0 disables the job (one log line). The one timer loop every job uses.
-pub fn schedule<F, Fut>(shard: &Rc<Shard>, job: &'static str, interval_ms: u64, cycle: F)
-where
-    F: Fn(Rc<Shard>) -> Fut + 'static,
-    Fut: Future<Output = ()> + 'static,
-{
-    if interval_ms == 0 {
-        log::info!("background job {job}: disabled (interval 0)");
-        return;
-    }
-    let s = shard.clone();
-    glommio::spawn_local(async move {
-        loop {
-            glommio::timer::sleep(Duration::from_millis(interval_ms)).await;
-            if s.stopping.is_fired() {
-                return;
-            }
-            cycle(s.clone()).await;
-        }
-    })
-    .detach();
 }
 
 /// One cycle of a `queen.maintenance` job: rounds until one comes back short

@@ -12,7 +12,7 @@
 //! partitions (those a push, pop or ack touched since their last scan, never
 //! scanned ones, and any older than `STATS_RECONCILE_INTERVAL_MS`); a cycle
 //! chains as many rounds as the partitions stale at its start need (the first
-//! round reports that count), at most [`super::MAX_ROUNDS`]. A rescan adds the
+//! round reports that count), at most [`super::schedule::MAX_ROUNDS`]. A rescan adds the
 //! rows appended since the previous one and counts from scratch only when rows
 //! were deleted or the reconcile interval passed (sql/081).
 //! `POST /api/v1/stats/refresh` runs the same rounds at once with `force`
@@ -26,7 +26,7 @@ use std::rc::Rc;
 /// Starts the roll-up schedule on this shard (call on shard 0 only).
 pub fn spawn(shard: &Rc<Shard>) {
     let interval_ms = shard.cfg.jobs.stats_interval_ms;
-    super::schedule(shard, "stats", interval_ms, |s| async move {
+    super::schedule::schedule(shard, "stats", interval_ms, |s| async move {
         if let Err(e) = cycle(&s, false).await {
             log::warn!("background job stats failed: {e}");
         }
@@ -45,7 +45,7 @@ pub struct CycleReport {
 }
 
 /// Runs the rounds the partitions stale at the start need (fewer when one
-/// comes back short; at most [`super::MAX_ROUNDS`]); `force` first marks every
+/// comes back short; at most [`super::schedule::MAX_ROUNDS`]); `force` first marks every
 /// partition stale (one round only does that).
 pub async fn cycle(shard: &Rc<Shard>, force: bool) -> Result<CycleReport, StoreError> {
     let cfg = &shard.cfg.jobs;
@@ -54,8 +54,8 @@ pub async fn cycle(shard: &Rc<Shard>, force: bool) -> Result<CycleReport, StoreE
     // Chaining "until a round comes back short" never ended under steady push,
     // because a partition pushed to within the stats margin is stale again right
     // after its scan; those wait for the next cycle.
-    let mut budget = super::MAX_ROUNDS;
-    for round in 0..super::MAX_ROUNDS {
+    let mut budget = super::schedule::MAX_ROUNDS;
+    for round in 0..super::schedule::MAX_ROUNDS {
         // `last`: roll the queue rows up even when this round comes back full
         // (round 0 decides that itself from the stale count)
         let arg = json!({"batchSize": cfg.stats_batch, "reconcileMs": cfg.stats_reconcile_ms,

@@ -2,8 +2,10 @@
 //! broker and between brokers on one database.
 //!
 //! # Layout
-//! - `mod.rs` (this file): [`Notice`], the fan-out thread, boot ([`bind`], [`start`]).
+//! - `mod.rs` (this file): the fan-out thread, boot ([`bind`], [`start`]).
+//! - `notice`: [`Notice`], what travels, and its [`Envelope`] from a shard.
 //! - `config`: the `QUEEN_MESH_*` / `QUEEN_SYNC_*` settings ([`MeshConfig`]).
+//! - `admission`: which inbound connections get a thread (handshake and peer slots).
 //! - `frame`: wire framing, per-frame MACs and sequence numbers.
 //! - `auth`: the HELLO handshake proving `QUEEN_SYNC_SECRET` over fresh
 //!   nonces from both sides, and the per-connection key derivation.
@@ -33,14 +35,14 @@ pub mod admission;
 pub mod auth;
 pub mod config;
 pub mod frame;
+pub mod notice;
 pub mod peer;
 pub mod state;
 
 pub use config::MeshConfig;
 use crossbeam_channel::{Receiver, Sender};
-use serde::{Deserialize, Serialize};
+pub use notice::{Envelope, Notice};
 use shards::inbox::InboxSender;
-use shards::ShardId;
 use state::MeshState;
 use std::collections::HashSet;
 use std::net::TcpListener;
@@ -67,41 +69,6 @@ const PEER_QUEUE_DEPTH: usize = 1024;
 const DRAIN_BATCH: usize = 1024;
 /// Largest notice payload per frame, leaving room for the frame header and MAC.
 const MAX_PAYLOAD: usize = frame::MAX_FRAME_BYTES - 1024;
-
-/// A hint about state in PostgreSQL.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum Notice {
-    /// Messages were committed to `queue`.
-    Pushed {
-        /// Queue name.
-        queue: String,
-    },
-    /// A maintenance flag changed (semantics.md §15): push maintenance, or
-    /// with `pop` the pop maintenance.
-    Maintenance {
-        /// Which flag: pop maintenance (true) or push maintenance (false).
-        pop: bool,
-        /// Its new value.
-        enabled: bool,
-    },
-    /// `queue` of `tenant` was configured: every shard of every broker drops
-    /// its cached settings at once instead of waiting for the cache refresh.
-    Configured {
-        /// Tenant id.
-        tenant: String,
-        /// Queue name.
-        queue: String,
-    },
-}
-
-/// A notice with the shard it came from.
-#[derive(Debug)]
-pub struct Envelope {
-    /// Origin shard (not sent back to it).
-    pub from: ShardId,
-    /// The notice.
-    pub notice: Notice,
-}
 
 /// How often an idle mesh thread looks at the stop flag.
 const STOP_POLL: Duration = Duration::from_millis(100);

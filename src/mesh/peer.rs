@@ -22,8 +22,8 @@
 use super::admission::{Admission, Refusal};
 use super::auth::{self, Identity, Session};
 use super::frame::{FrameError, FrameReader, Kind, Opener, RawFrame, Sealer};
+use super::notice::Notice;
 use super::state::MeshState;
-use super::Notice;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use std::io::Write;
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};

@@ -8,13 +8,12 @@
 //! never waits for PostgreSQL once a snapshot exists; only the first scrape
 //! on a shard waits, at most [`REFRESH_WAIT`]. The age of what was served is
 //! `queen_queue_metrics_age_seconds`. The per-queue families are rendered to
-//! text once per refresh ([`super::prom::queue_block`]), not per scrape.
-//! The shard's sampler takes the first snapshot soon after boot ([`warm`]).
-//! The cache is shard-local (a thread-local on the shard's thread), so two
-//! shards may each query once per TTL.
+//! text once per refresh ([`super::expo::queue_block`]), not per scrape.
+//! The shard's sampler takes the first snapshot soon after boot
+//! ([`SnapshotCache::warm`]). The cache is shard-local (a field of the
+//! `Shard`), so two shards may each query once per TTL.
 
-use crate::shard::Shard;
-use crate::store::Proc;
+use crate::store::{DbClient, Proc};
 use serde_json::{json, Value};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -42,63 +41,81 @@ pub struct Snapshot {
     pub queues_text: Rc<String>,
 }
 
-thread_local! {
-    static CACHE: RefCell<Snapshot> = RefCell::new(Snapshot {
-        data: Rc::new(Value::Null),
-        at: None,
-        db_ok: false,
-        queues_text: Rc::new(String::new()),
-    });
-    static REFRESHING: Cell<bool> = const { Cell::new(false) };
+impl Snapshot {
+    /// No snapshot yet.
+    fn none() -> Snapshot {
+        Snapshot {
+            data: Rc::new(Value::Null),
+            at: None,
+            db_ok: false,
+            queues_text: Rc::new(String::new()),
+        }
+    }
 }
 
-/// The snapshot for a scrape on `shard` (see the module policy).
-pub async fn get(shard: &Rc<Shard>) -> Snapshot {
-    let current = CACHE.with(|c| c.borrow().clone());
-    let fresh = current.at.is_some_and(|t| t.elapsed() < CACHE_TTL);
-    if fresh || REFRESHING.with(Cell::get) && current.at.is_some() {
-        return current;
-    }
-    if current.at.is_some() {
-        let s = shard.clone();
-        REFRESHING.with(|r| r.set(true));
-        glommio::spawn_local(async move { refresh(&s).await }).detach();
-        return current;
-    }
-    REFRESHING.with(|r| r.set(true));
-    refresh(shard).await;
-    CACHE.with(|c| c.borrow().clone())
+/// One shard's cached snapshot (a `Shard` field; this shard's thread only).
+#[derive(Debug)]
+pub struct SnapshotCache {
+    /// The last snapshot taken (or none yet).
+    current: RefCell<Snapshot>,
+    /// A refresh is running; no second one starts.
+    refreshing: Cell<bool>,
 }
 
-/// Starts a refresh when the shard has no snapshot yet and none is running
-/// (called by the shard's sampler every second, so that the first scrape
-/// after boot is served from memory as well).
-pub fn warm(shard: &Rc<Shard>) {
-    if CACHE.with(|c| c.borrow().at.is_some()) || REFRESHING.with(Cell::get) {
-        return;
+impl Default for SnapshotCache {
+    fn default() -> Self {
+        SnapshotCache {
+            current: RefCell::new(Snapshot::none()),
+            refreshing: Cell::new(false),
+        }
     }
-    REFRESHING.with(|r| r.set(true));
-    let s = shard.clone();
-    glommio::spawn_local(async move { refresh(&s).await }).detach();
 }
 
-/// Queries the snapshot (bounded by [`REFRESH_WAIT`]) and stores it.
-async fn refresh(shard: &Rc<Shard>) {
-    let call = shard
-        .db
-        .call(Proc::MetricsSnapshot, json!({ "maxQueues": MAX_QUEUES }));
-    let timeout = async {
-        glommio::timer::sleep(REFRESH_WAIT).await;
-        Err(crate::store::StoreError::Busy)
-    };
-    let outcome = futures_lite::future::or(call, timeout).await;
-    REFRESHING.with(|r| r.set(false));
-    CACHE.with(|c| {
-        let mut c = c.borrow_mut();
+impl SnapshotCache {
+    /// The snapshot for a scrape (see the module policy); `db` is the shard's.
+    pub async fn get(self: &Rc<Self>, db: &Rc<DbClient>) -> Snapshot {
+        let current = self.current.borrow().clone();
+        let fresh = current.at.is_some_and(|t| t.elapsed() < CACHE_TTL);
+        if fresh || self.refreshing.get() && current.at.is_some() {
+            return current;
+        }
+        if current.at.is_some() {
+            self.refreshing.set(true);
+            let (me, db) = (self.clone(), db.clone());
+            glommio::spawn_local(async move { me.refresh(&db).await }).detach();
+            return current;
+        }
+        self.refreshing.set(true);
+        self.refresh(db).await;
+        self.current.borrow().clone()
+    }
+
+    /// Starts a refresh when the shard has no snapshot yet and none is running
+    /// (called by the shard's sampler every second, so that the first scrape
+    /// after boot is served from memory as well).
+    pub fn warm(self: &Rc<Self>, db: &Rc<DbClient>) {
+        if self.current.borrow().at.is_some() || self.refreshing.get() {
+            return;
+        }
+        self.refreshing.set(true);
+        let (me, db) = (self.clone(), db.clone());
+        glommio::spawn_local(async move { me.refresh(&db).await }).detach();
+    }
+
+    /// Queries the snapshot (bounded by [`REFRESH_WAIT`]) and stores it.
+    async fn refresh(&self, db: &DbClient) {
+        let call = db.call(Proc::MetricsSnapshot, json!({ "maxQueues": MAX_QUEUES }));
+        let timeout = async {
+            glommio::timer::sleep(REFRESH_WAIT).await;
+            Err(crate::store::StoreError::Busy)
+        };
+        let outcome = futures_lite::future::or(call, timeout).await;
+        self.refreshing.set(false);
+        let mut c = self.current.borrow_mut();
         match outcome {
             Ok(v) => {
                 *c = Snapshot {
-                    queues_text: Rc::new(super::prom::queue_block(&v)),
+                    queues_text: Rc::new(super::expo::queue_block(&v)),
                     data: Rc::new(v),
                     at: Some(Instant::now()),
                     db_ok: true,
@@ -109,5 +126,5 @@ async fn refresh(shard: &Rc<Shard>) {
                 c.db_ok = false;
             }
         }
-    });
+    }
 }

@@ -25,8 +25,9 @@
 //! - `queen_queue_backoff_consumers` / `queen_queue_backoff_interval_milliseconds`
 //!   are the parked pops past the backoff threshold and their mean interval.
 
-use super::prom::{counter, family, gauge, labels, Inputs, Labels, EOF};
+use super::expo::{counter, family, gauge, labels, Labels, EOF};
 use super::queues::{self, QueueFigures};
+use super::scrape::{db_active, Inputs};
 use crate::spool::stats;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
@@ -254,7 +255,7 @@ pub fn mesh(r: &mut Registry, i: &Inputs) {
 pub fn worker(r: &mut Registry, i: &Inputs, worker_labels: &dyn Fn(usize) -> Labels) {
     let b = i.board;
     let pool = i.cfg.db.pool_size as f64;
-    let idle = pool - super::prom::db_active(i) as f64;
+    let idle = pool - db_active(i) as f64;
     let now_ms = b.started.elapsed().as_millis() as u64 + 1;
     type Read = fn(&super::ShardStats, f64, f64, u64) -> f64;
     let figures: [(&str, &str, Read); 6] = [

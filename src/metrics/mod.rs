@@ -14,27 +14,29 @@
 //! harmless. Nothing here takes a lock.
 //!
 //! Rates (`*_per_minute`, the JSON `rate`) are computed by each shard's own
-//! sampler task ([`spawn_sampler`], once a second, on the shard) from a ring
-//! of its past counter values, and published as gauges in its slot. The same
-//! task measures event-loop lag (how late a 1 s timer fires).
+//! sampler task (started by `crate::serve`, once a second, on the shard) from
+//! a ring of its past counter values ([`Sampler`]), and published as gauges in
+//! its slot. The same task measures event-loop lag (how late a 1 s timer fires).
 //!
 //! Counters that other per-shard structures already keep (`DbClient::nr_jobs`,
 //! the push lanes' batch and request counts) are copied into the slot by the
-//! sampler rather than counted twice.
+//! sampler ([`Copied`]) rather than counted twice. This module knows nothing
+//! of `Shard`: the shard holds its [`ShardCounters`], and its sampler task
+//! hands the copied figures in.
 //!
 //! Per-queue rates and long-poll gauges live in [`queues`]: counted in the
 //! shard's own map, published once a second by the sampler into the slot's
 //! [`queues::Slot`] (the one place a scrape copies a pointer under a mutex).
 
 pub mod dbsnap;
+pub mod expo;
 pub mod families;
 pub mod process;
 pub mod prom;
 pub mod queues;
+pub mod scrape;
 
-use crate::shard::Shard;
 use std::collections::VecDeque;
-use std::rc::{Rc, Weak};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -291,66 +293,83 @@ struct Sample {
     dlq: u64,
 }
 
-/// Starts the shard's sampler: every [`SAMPLE_EVERY`] it copies the DB and
-/// lane counters into the slot, measures loop lag, and publishes rates. Ends
-/// when the shard is dropped.
-pub fn spawn_sampler(shard: &Rc<Shard>) {
-    let weak: Weak<Shard> = Rc::downgrade(shard);
-    glommio::spawn_local(async move {
-        let mut ring: VecDeque<Sample> = VecDeque::with_capacity(RING);
+/// The figures a sample copies from the shard's other parts.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Copied {
+    /// How late the sampler's timer fired (event-loop lag).
+    pub loop_lag: Duration,
+    /// `DbClient::nr_jobs`.
+    pub db_jobs: u64,
+    /// The shard's DB jobs submitted and not answered yet.
+    pub db_inflight: u64,
+    /// Push batches flushed, over every push lane.
+    pub push_batches: u64,
+    /// Push requests fused into those batches.
+    pub push_fused: u64,
+}
+
+/// A shard's rate ring: its last minute of samples. Owned by the shard's
+/// sampler task, which calls [`Sampler::sample`] every [`SAMPLE_EVERY`].
+#[derive(Debug)]
+pub struct Sampler {
+    /// Oldest first; at most [`RING`] samples.
+    ring: VecDeque<Sample>,
+}
+
+impl Default for Sampler {
+    fn default() -> Self {
+        let mut ring = VecDeque::with_capacity(RING);
         // The counters start at zero with the shard: what happens before the
         // first tick belongs in the first minute's rates.
         ring.push_back(Sample::default());
-        loop {
-            let asked = Instant::now();
-            glommio::timer::sleep(SAMPLE_EVERY).await;
-            let late = asked.elapsed().saturating_sub(SAMPLE_EVERY);
-            let Some(shard) = weak.upgrade() else { return };
-            if shard.stopping.is_fired() {
-                return;
-            }
-            dbsnap::warm(&shard);
-            let s = shard.counters.mine();
-            s.loop_lag_us.store(late.as_micros() as u64, Relaxed);
-            s.db_jobs.store(shard.db.nr_jobs.get(), Relaxed);
-            s.db_inflight.store(shard.db.in_flight() as u64, Relaxed);
-            let (batches, fused) = shard.lane_totals();
-            s.push_batches.store(batches, Relaxed);
-            s.push_fused.store(fused, Relaxed);
-            let (active, backoff_queues) = shard.counters.per_queue.tick();
-            s.queues.store(active);
-            s.backoff_queues.store(backoff_queues, Relaxed);
-            let board = &shard.counters.board;
-            s.sampled_ms
-                .store(board.started.elapsed().as_millis() as u64 + 1, Relaxed);
-            let now = Sample {
-                requests: s.requests.load(Relaxed),
-                messages: s.push_messages.load(Relaxed) + s.pop_messages.load(Relaxed),
-                acks: s.ack_messages.load(Relaxed),
-                jobs: s.db_jobs.load(Relaxed),
-                errors: s.errors.load(Relaxed),
-                dlq: s.dlq_messages.load(Relaxed),
-            };
-            if ring.len() == RING {
-                ring.pop_front();
-            }
-            ring.push_back(now);
-            // The ring is never empty here: a sample was just pushed.
-            let oldest = ring.front().copied().unwrap_or_default();
-            s.requests_pm.store(now.requests - oldest.requests, Relaxed);
-            s.messages_pm.store(now.messages - oldest.messages, Relaxed);
-            s.acks_pm.store(now.acks - oldest.acks, Relaxed);
-            s.jobs_pm.store(now.jobs - oldest.jobs, Relaxed);
-            s.errors_pm.store(now.errors - oldest.errors, Relaxed);
-            s.dlq_pm.store(now.dlq - oldest.dlq, Relaxed);
-            let back = ring.len().saturating_sub(1).min(RATE_WINDOW_S);
-            let then = ring[ring.len() - 1 - back];
-            let secs = back.max(1) as u64;
-            s.requests_rate_milli
-                .store((now.requests - then.requests) * 1000 / secs, Relaxed);
-            s.messages_rate_milli
-                .store((now.messages - then.messages) * 1000 / secs, Relaxed);
+        Sampler { ring }
+    }
+}
+
+impl Sampler {
+    /// Copies `copied` into the shard's slot, publishes its active queues,
+    /// and computes the per-minute and per-second rates.
+    pub fn sample(&mut self, counters: &ShardCounters, copied: Copied) {
+        let s = counters.mine();
+        s.loop_lag_us
+            .store(copied.loop_lag.as_micros() as u64, Relaxed);
+        s.db_jobs.store(copied.db_jobs, Relaxed);
+        s.db_inflight.store(copied.db_inflight, Relaxed);
+        s.push_batches.store(copied.push_batches, Relaxed);
+        s.push_fused.store(copied.push_fused, Relaxed);
+        let (active, backoff_queues) = counters.per_queue.tick();
+        s.queues.store(active);
+        s.backoff_queues.store(backoff_queues, Relaxed);
+        let board = &counters.board;
+        s.sampled_ms
+            .store(board.started.elapsed().as_millis() as u64 + 1, Relaxed);
+        let now = Sample {
+            requests: s.requests.load(Relaxed),
+            messages: s.push_messages.load(Relaxed) + s.pop_messages.load(Relaxed),
+            acks: s.ack_messages.load(Relaxed),
+            jobs: s.db_jobs.load(Relaxed),
+            errors: s.errors.load(Relaxed),
+            dlq: s.dlq_messages.load(Relaxed),
+        };
+        let ring = &mut self.ring;
+        if ring.len() == RING {
+            ring.pop_front();
         }
-    })
-    .detach();
+        ring.push_back(now);
+        // The ring is never empty here: a sample was just pushed.
+        let oldest = ring.front().copied().unwrap_or_default();
+        s.requests_pm.store(now.requests - oldest.requests, Relaxed);
+        s.messages_pm.store(now.messages - oldest.messages, Relaxed);
+        s.acks_pm.store(now.acks - oldest.acks, Relaxed);
+        s.jobs_pm.store(now.jobs - oldest.jobs, Relaxed);
+        s.errors_pm.store(now.errors - oldest.errors, Relaxed);
+        s.dlq_pm.store(now.dlq - oldest.dlq, Relaxed);
+        let back = ring.len().saturating_sub(1).min(RATE_WINDOW_S);
+        let then = ring[ring.len() - 1 - back];
+        let secs = back.max(1) as u64;
+        s.requests_rate_milli
+            .store((now.requests - then.requests) * 1000 / secs, Relaxed);
+        s.messages_rate_milli
+            .store((now.messages - then.messages) * 1000 / secs, Relaxed);
+    }
 }

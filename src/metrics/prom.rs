@@ -15,52 +15,21 @@
 //!   operation rates are registered by [`super::families`] (mapping there).
 //! - `queen_cluster_dlq_total` counts acked items this broker dead-lettered.
 
-use super::dbsnap::Snapshot;
+use super::expo::{counter, family, gauge, labels, Labels, EOF};
+use super::scrape::{db_active, Inputs};
 use super::{process, Board, ShardStats};
-use crate::config::Config;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-/// Labels of one series.
-pub(super) type Labels = Vec<(String, String)>;
 /// A per-shard series: name, help, and how to read it from a slot.
 type ShardFigure<T> = (&'static str, &'static str, fn(&ShardStats) -> T);
-/// A float gauge family.
-type GaugeFamily = Family<Labels, Gauge<f64, AtomicU64>>;
-
-/// What a scrape reads besides the board.
-#[derive(Debug)]
-pub struct Inputs<'a> {
-    /// Summed over shards.
-    pub board: &'a Board,
-    /// Boot configuration.
-    pub cfg: &'a Config,
-    /// Jobs waiting for a DB thread now.
-    pub db_queued: usize,
-    /// The cached DB snapshot.
-    pub snap: &'a Snapshot,
-    /// Mesh peers and counters.
-    pub mesh: &'a crate::mesh::state::MeshState,
-    /// Push maintenance as applied on this broker.
-    pub push_paused: bool,
-    /// Pop maintenance as applied on this broker.
-    pub pop_paused: bool,
-}
 
 fn total(b: &Board, f: impl Fn(&ShardStats) -> &AtomicU64) -> u64 {
     b.sum(f)
-}
-
-pub(super) fn db_active(i: &Inputs) -> u64 {
-    let inflight = total(i.board, |s| &s.db_inflight);
-    inflight
-        .saturating_sub(i.db_queued as u64)
-        .min(i.cfg.db.pool_size as u64)
 }
 
 /// The `GET /metrics` body.
@@ -112,31 +81,6 @@ pub fn json(i: &Inputs) -> Value {
         "parkedConsumers": total(b, |s| &s.parked),
         "shards": shards,
     })
-}
-
-pub(super) fn gauge(r: &mut Registry, name: &str, help: &str, v: f64) {
-    let g = Gauge::<f64, AtomicU64>::default();
-    g.set(v);
-    r.register(name, help, g);
-}
-
-pub(super) fn counter(r: &mut Registry, name: &str, help: &str, v: u64) {
-    let c = Counter::<u64>::default();
-    c.inc_by(v);
-    r.register(name, help, c);
-}
-
-pub(super) fn family(r: &mut Registry, name: &str, help: &str) -> GaugeFamily {
-    let f = GaugeFamily::default();
-    r.register(name, help, f.clone());
-    f
-}
-
-pub(super) fn labels(pairs: &[(&str, &str)]) -> Labels {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
 }
 
 /// The `GET /metrics/prometheus` body.
@@ -377,51 +321,5 @@ pub fn text(i: &Inputs) -> String {
     out.push_str(&i.snap.queues_text);
     out.push_str(&queue_ops);
     out.push_str(EOF);
-    out
-}
-
-/// The OpenMetrics end marker `encode` writes last.
-pub(super) const EOF: &str = "# EOF\n";
-
-/// The per-queue families of a snapshot as exposition text without the end
-/// marker (rendered once per snapshot refresh: with 10,000 queues this is most
-/// of a scrape's work).
-pub fn queue_block(snap: &Value) -> String {
-    let mut r = Registry::default();
-    let push_pm = family(
-        &mut r,
-        "queen_queue_push_messages_per_minute",
-        "Messages pushed in the last minute",
-    );
-    let lag = family(
-        &mut r,
-        "queen_queue_pop_lag_milliseconds",
-        "Age of the oldest unconsumed message per cursor",
-    );
-    let dlq_q = family(&mut r, "queen_dlq_depth_by_queue", "Dead letters per queue");
-    let empty = Vec::new();
-    let queues = snap
-        .get("queues")
-        .and_then(Value::as_array)
-        .unwrap_or(&empty);
-    for q in queues {
-        let name = q.get("queue").and_then(Value::as_str).unwrap_or("");
-        let num = |k: &str| q.get(k).and_then(Value::as_f64).unwrap_or(0.0);
-        push_pm
-            .get_or_create(&labels(&[("queue", name)]))
-            .set(num("pushMessagesPerMinute"));
-        lag.get_or_create(&labels(&[("queue", name), ("stat", "avg")]))
-            .set(num("lagMsAvg"));
-        lag.get_or_create(&labels(&[("queue", name), ("stat", "max")]))
-            .set(num("lagMsMax"));
-        dlq_q
-            .get_or_create(&labels(&[("queue", name)]))
-            .set(num("dlq"));
-    }
-    let mut out = String::with_capacity(256 + queues.len() * 300);
-    // Writing into a String cannot fail.
-    let _ = encode(&mut out, &r);
-    let body_len = out.strip_suffix(EOF).map_or(out.len(), str::len);
-    out.truncate(body_len);
     out
 }

@@ -3,8 +3,8 @@
 //! `queen.ack_batch` call (one DB round trip, one transaction), and each
 //! request is answered from its own slice of the per-item results.
 //!
-//! Runs on the shard thread only. The lanes are a thread-local (one shard =
-//! one thread, as in [`super::cache`]), one lane per tenant since a call
+//! Runs on the shard thread only. The lanes are [`AckLanes`], a field of the
+//! `Shard` (as its push lanes are), one lane per tenant since a call
 //! carries one tenant. The lane is [`super::fusion`]'s, as for the push
 //! lanes ([`super::lanes`]): a lane
 //! flushes at once while fewer than [`MAX_INFLIGHT_BATCHES`] batches are in
@@ -26,12 +26,11 @@
 //!   is `success: false` in its own slot and does not disturb its neighbours.
 
 use super::fusion::{Batcher, Lane};
-use crate::shard::Shard;
-use crate::store::{Job, StoreError, StoreReply};
+use crate::store::{DbClient, Job, StoreError, StoreReply};
 use serde_json::Value;
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::rc::{Rc, Weak};
+use std::rc::Rc;
 
 /// Ack batches a shard keeps in flight per tenant. Four per shard (eight on
 /// two shards) keeps PostgreSQL's group commit busy while leaving room for
@@ -52,40 +51,46 @@ type Answer = Result<Value, StoreError>;
 struct AckBatch {
     /// Tenant of every item in this lane.
     tenant: String,
-    /// The shard (weak: the thread-local lanes must not keep it alive).
-    shard: Weak<Shard>,
+    /// The shard's DB client (not the shard, which owns its lanes).
+    db: Rc<DbClient>,
 }
 
-thread_local! {
-    /// This shard's ack lanes, by tenant.
-    static LANES: RefCell<HashMap<String, Rc<Lane<AckBatch>>>> = RefCell::new(HashMap::new());
+/// One shard's ack lanes, by tenant (`Shard::ack_lanes`; created on a
+/// tenant's first ack, touched by that shard's ack requests only).
+#[derive(Debug, Default)]
+pub struct AckLanes {
+    /// Tenant → its lane.
+    lanes: RefCell<HashMap<String, Rc<Lane<AckBatch>>>>,
 }
 
-/// Acknowledges one request's `items` (validated, non-empty) for `tenant`,
-/// fused with its concurrent neighbours; resolves with the request's own
-/// per-item results, aligned with `items`.
-pub async fn ack(shard: &Rc<Shard>, tenant: &str, items: Vec<Value>) -> Answer {
-    let lane = LANES.with(|l| {
-        l.borrow_mut()
+impl AckLanes {
+    /// Acknowledges one request's `items` (validated, non-empty) for
+    /// `tenant` through `db` (the shard's), fused with its concurrent
+    /// neighbours; resolves with the request's own per-item results,
+    /// aligned with `items`.
+    pub async fn ack(&self, db: &Rc<DbClient>, tenant: &str, items: Vec<Value>) -> Answer {
+        let lane = self
+            .lanes
+            .borrow_mut()
             .entry(tenant.to_string())
             .or_insert_with(|| {
                 Rc::new(Lane::with(
                     AckBatch {
                         tenant: tenant.to_string(),
-                        shard: Rc::downgrade(shard),
+                        db: db.clone(),
                     },
                     MAX_INFLIGHT_BATCHES,
                     MAX_BATCH_ITEMS,
                 ))
             })
-            .clone()
-    });
-    let (waiting, inflight) = lane.load();
-    log::debug!(
-        "ack lane: request queued ({} waiting, {inflight} batches in flight)",
-        waiting + 1
-    );
-    lane.submit(items).await
+            .clone();
+        let (waiting, inflight) = lane.load();
+        log::debug!(
+            "ack lane: request queued ({} waiting, {inflight} batches in flight)",
+            waiting + 1
+        );
+        lane.submit(items).await
+    }
 }
 
 impl Batcher for AckBatch {
@@ -94,10 +99,6 @@ impl Batcher for AckBatch {
 
     async fn run(&self, items: Vec<Value>, counts: Vec<usize>) -> Vec<Answer> {
         let n = counts.len();
-        let Some(shard) = self.shard.upgrade() else {
-            let e = StoreError::Unavailable("shutting down".into());
-            return (0..n).map(|_| Err(e.clone())).collect();
-        };
         if n > 1 {
             log::debug!(
                 "ack lane: fused {n} requests ({} acks) into one batch",
@@ -109,7 +110,7 @@ impl Batcher for AckBatch {
             items,
             counts,
         };
-        match shard.db.submit(job).await {
+        match self.db.submit(job).await {
             StoreReply::Push(results) => results.into_iter().map(|r| r.map(Value::Array)).collect(),
             StoreReply::PushRefused { err, .. } => (0..n).map(|_| Err(err.clone())).collect(),
             StoreReply::Pushed(_) => {

@@ -8,19 +8,26 @@
 //! `MAX_BATCH_ITEMS`). One lane per tenant, since a batch carries one tenant.
 //! The lane machinery is [`super::fusion`]; this file says what a push batch
 //! does (one `Job::PushBatch`, spool on a refused batch, `pushed` notices).
+//! A lane holds the parts of the shard it uses, not the `Shard` (which owns
+//! the lanes).
 
 use super::fusion::{Batcher, Lane};
 use crate::mesh::Notice;
-use crate::shard::Shard;
-use crate::store::{Job, Pushed, StoreError, StoreReply};
+use crate::spool::Spool;
+use crate::store::{DbClient, Job, Pushed, StoreError, StoreReply};
 use serde_json::Value;
 use std::collections::BTreeSet;
-use std::rc::{Rc, Weak};
+use std::fmt;
+use std::rc::Rc;
 
 /// Push batches a shard keeps in flight at once. With two shards this puts
 /// up to 8 push transactions in PostgreSQL at a time: enough for group
 /// commit to pay, few enough that batches grow under load.
 pub const MAX_INFLIGHT_BATCHES: usize = 4;
+// The spool replays through as many lanes as a push lane keeps batches in
+// flight (see `REPLAY_LANES`); the spool cannot name this constant (it sits
+// below the shard), so the tie is checked here, at compile time.
+const _: () = assert!(crate::spool::replay::REPLAY_LANES == MAX_INFLIGHT_BATCHES);
 /// Largest fused batch, in items. A single request larger than this still
 /// goes alone, whole (a request is never split across transactions).
 pub const MAX_BATCH_ITEMS: usize = 1000;
@@ -37,25 +44,33 @@ pub enum Outcome {
 }
 
 /// What a push lane's batches do: one `Job::PushBatch` for a tenant.
-#[derive(Debug)]
 pub struct PushBatch {
     /// Tenant of every item in this lane.
-    tenant: String,
-    /// The owning shard (weak: the shard owns its lanes).
-    shard: Weak<Shard>,
+    pub tenant: String,
+    /// The shard's DB client.
+    pub db: Rc<DbClient>,
+    /// The shard's spool: where a request goes when it cannot be stored now.
+    pub spool: Rc<Spool>,
+    /// Publishes a `pushed` notice as the shard does (`Shard::notify`,
+    /// holding the shard weakly: the shard owns its lanes).
+    pub notify: Rc<dyn Fn(Notice)>,
+}
+
+impl fmt::Debug for PushBatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PushBatch")
+            .field("tenant", &self.tenant)
+            .finish_non_exhaustive()
+    }
 }
 
 /// A tenant's push lane on one shard.
 pub type PushLane = Lane<PushBatch>;
 
 impl Lane<PushBatch> {
-    /// A push lane for `tenant` on `shard`.
-    pub fn new(tenant: String, shard: Weak<Shard>) -> PushLane {
-        Lane::with(
-            PushBatch { tenant, shard },
-            MAX_INFLIGHT_BATCHES,
-            MAX_BATCH_ITEMS,
-        )
+    /// A push lane whose batches `batch` describes.
+    pub fn new(batch: PushBatch) -> PushLane {
+        Lane::with(batch, MAX_INFLIGHT_BATCHES, MAX_BATCH_ITEMS)
     }
 
     /// Pushes one request's items; resolves with its per-item results.
@@ -67,9 +82,7 @@ impl Lane<PushBatch> {
     /// so no copy is kept on the hot path).
     pub async fn push(self: &Rc<Self>, items: Vec<Value>) -> Answer {
         let tenant = &self.batcher.tenant;
-        let Some(spool) = self.batcher.shard.upgrade().map(|s| s.spool.clone()) else {
-            return Err(StoreError::Unavailable("shutting down".into()));
-        };
+        let spool = &self.batcher.spool;
         if spool.must_spool(tenant, &items) {
             return spool.append(tenant, items).await;
         }
@@ -90,13 +103,6 @@ impl Batcher for PushBatch {
     type Answer = Outcome;
 
     async fn run(&self, items: Vec<Value>, counts: Vec<usize>) -> Vec<Outcome> {
-        let Some(shard) = self.shard.upgrade() else {
-            let e = StoreError::Unavailable("shutting down".into());
-            return counts
-                .iter()
-                .map(|_| Outcome::Done(Err(e.clone())))
-                .collect();
-        };
         let queues: BTreeSet<String> = items
             .iter()
             .filter_map(|i| i.get("queue").and_then(Value::as_str).map(str::to_string))
@@ -108,7 +114,7 @@ impl Batcher for PushBatch {
             counts,
         };
         let mut any_ok = false;
-        let out: Vec<Outcome> = match shard.db.submit(job).await {
+        let out: Vec<Outcome> = match self.db.submit(job).await {
             StoreReply::Pushed(results) => {
                 any_ok = results.iter().any(Result::is_ok);
                 results.into_iter().map(Outcome::Done).collect()
@@ -133,7 +139,7 @@ impl Batcher for PushBatch {
         };
         if any_ok {
             for q in queues {
-                shard.notify(Notice::Pushed { queue: q });
+                (self.notify)(Notice::Pushed { queue: q });
             }
         }
         out

@@ -1,60 +1,45 @@
 //! One shard: the state a glommio executor owns (`Rc`, `RefCell`, `Cell`;
-//! nothing here crosses threads) and the tasks it runs.
-//!
-//! # Tasks on a shard
-//! - the HTTP server (`shards::listen::serve`), one task per connection,
-//!   each request routed by `crate::api`;
-//! - the reply drain: takes DB replies off the shard's inbox and completes
-//!   the waiting requests ([`dbcall`]);
-//! - the notice drain: takes notices from the mesh thread and wakes parked
-//!   pops ([`waiters`]);
-//! - push batches spawned by the lanes ([`lanes`]).
+//! nothing here crosses threads) and its methods. Every map a shard keeps is
+//! a field of [`Shard`] (or of a struct it holds). The shard's start-up and
+//! its tasks are `crate::serve`'s.
 
 pub mod ack_lanes;
+pub mod autopilot;
 pub mod cache;
-pub mod dbcall;
+pub mod conflation;
 pub mod fusion;
 pub mod lanes;
 pub mod waiters;
 
+use crate::auth::TokenCache;
 use crate::config::Config;
+use crate::mesh::state::MeshState;
 use crate::mesh::{Envelope, Notice};
-use crate::store::{JobEnvelope, ReplyEnvelope};
+use crate::metrics::dbsnap::SnapshotCache;
+use crate::metrics::{Board, ShardCounters};
+use crate::spool::Spool;
+use crate::store::{DbClient, JobEnvelope};
 use crossbeam_channel::Sender;
-use shards::inbox::latency_queue;
-use shards::inbox::InboxReceiver;
-use shards::shutdown::{LocalSignal, ShutdownListener};
+use shards::shutdown::LocalSignal;
 use shards::ShardId;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::Arc;
+use std::time::Duration;
 
-/// The tenant every request belongs to while native tenancy is off.
-pub const DEFAULT_TENANT: &str = "00000000-0000-0000-0000-000000000001";
-
-/// Replies drained per wake-up.
-const REPLY_DRAIN_BATCH: usize = 256;
-
-/// What main hands each shard thread before its executor starts.
+/// The cross-thread ends a shard is built with (created by main before
+/// the executors start).
 #[derive(Debug)]
-pub struct ShardInit {
-    /// Boot configuration (shared read-only; copied into the shard).
-    pub cfg: Arc<Config>,
-    /// This shard's DB reply inbox.
-    pub replies: InboxReceiver<ReplyEnvelope>,
-    /// This shard's notice inbox (from the mesh thread).
-    pub notices: InboxReceiver<Notice>,
+pub struct Links {
     /// The DB job queue.
     pub jobs: Sender<JobEnvelope>,
     /// The queue to the mesh thread.
     pub mesh: Sender<Envelope>,
     /// Mesh peer states and counters (atomics written by the mesh threads).
-    pub mesh_state: Arc<crate::mesh::state::MeshState>,
-    /// Shutdown signal.
-    pub shutdown: ShutdownListener,
+    pub mesh_state: Arc<MeshState>,
     /// Every shard's metrics slot (this shard writes slot `id`).
-    pub stats: Arc<crate::metrics::Board>,
+    pub stats: Arc<Board>,
 }
 
 /// A shard's state.
@@ -64,36 +49,88 @@ pub struct Shard {
     pub id: ShardId,
     /// Its copy of the configuration.
     pub cfg: Rc<Config>,
-    /// DB hand-off.
-    pub db: dbcall::DbClient,
+    /// DB hand-off (shared with the shard's own background tasks).
+    pub db: Rc<DbClient>,
     /// Parked pops.
     pub waiters: waiters::WaiterSet,
-    /// Push lanes by tenant.
+    /// Push lanes by tenant: created by the first push of a tenant, summed
+    /// by the metrics sampler ([`Shard::lane_totals`]).
     lanes: RefCell<HashMap<String, Rc<lanes::PushLane>>>,
+    /// Ack lanes by tenant (ack requests; see [`ack_lanes`]).
+    pub ack_lanes: ack_lanes::AckLanes,
+    /// Cached queue settings of the push path; dropped per queue by
+    /// configure and its notices (see [`cache`]).
+    pub queues: cache::QueueCache,
+    /// Validated JWTs (every request's auth check; see `crate::auth`).
+    pub tokens: TokenCache,
+    /// The pop autopilot's width lanes (pops; see [`autopilot`]).
+    pub autopilot: autopilot::WidthLanes,
+    /// Groups' cached conflation policies (pops; see [`conflation`]).
+    pub conflation: conflation::PolicyCache,
     /// Queue to the mesh thread.
     mesh: Sender<Envelope>,
     /// Mesh peer states and counters (read-only here: atomics, no lock).
-    pub mesh_state: Arc<crate::mesh::state::MeshState>,
+    pub mesh_state: Arc<MeshState>,
     /// Fired once when shutdown starts; parked pops answer at once. A
     /// shard-local mirror of the process-wide signal, which costs a mutex per poll.
     pub stopping: LocalSignal,
     /// This shard's metrics counters (see `crate::metrics`).
-    pub counters: crate::metrics::ShardCounters,
-    /// This shard's disk spool and maintenance flags (see `crate::spool`).
-    pub spool: Rc<crate::spool::Spool>,
+    pub counters: ShardCounters,
+    /// The cached DB part of a scrape: read by `GET /metrics/prometheus`,
+    /// warmed by the sampler (see `crate::metrics::dbsnap`).
+    pub db_snapshot: Rc<SnapshotCache>,
+    /// This shard's disk spool and maintenance flags (see `crate::spool`;
+    /// shared with its replay task).
+    pub spool: Rc<Spool>,
 }
 
 impl Shard {
+    /// Shard `id`'s state, with its own copy of the configuration.
+    pub fn new(id: ShardId, cfg: Rc<Config>, links: Links) -> Rc<Shard> {
+        let spool = Spool::new(
+            id,
+            &cfg.file_buffer_dir,
+            cfg.file_buffer_events_per_file,
+            cfg.nr_shards,
+        );
+        Rc::new(Shard {
+            id,
+            db: Rc::new(DbClient::new(id, links.jobs)),
+            waiters: waiters::WaiterSet::default(),
+            lanes: RefCell::new(HashMap::new()),
+            ack_lanes: ack_lanes::AckLanes::default(),
+            queues: cache::QueueCache::new(Duration::from_millis(cfg.cache_refresh_ms)),
+            tokens: TokenCache::default(),
+            autopilot: autopilot::WidthLanes::default(),
+            conflation: conflation::PolicyCache::default(),
+            mesh: links.mesh,
+            mesh_state: links.mesh_state,
+            stopping: LocalSignal::new(),
+            counters: ShardCounters::new(links.stats, id.0),
+            db_snapshot: Rc::new(SnapshotCache::default()),
+            spool: Rc::new(spool),
+            cfg,
+        })
+    }
+
     /// The push lane of `tenant`, created on first use.
     pub fn lane(self: &Rc<Self>, tenant: &str) -> Rc<lanes::PushLane> {
         self.lanes
             .borrow_mut()
             .entry(tenant.to_string())
             .or_insert_with(|| {
-                Rc::new(lanes::PushLane::new(
-                    tenant.to_string(),
-                    Rc::downgrade(self),
-                ))
+                // Weak: the shard owns its lanes, a lane must not keep it alive.
+                let shard = Rc::downgrade(self);
+                Rc::new(lanes::PushLane::new(lanes::PushBatch {
+                    tenant: tenant.to_string(),
+                    db: self.db.clone(),
+                    spool: self.spool.clone(),
+                    notify: Rc::new(move |n| {
+                        if let Some(s) = shard.upgrade() {
+                            s.notify(n);
+                        }
+                    }),
+                }))
             })
             .clone()
     }
@@ -108,103 +145,21 @@ impl Shard {
     /// Publishes a notice: wakes this shard's own waiters now and sends it
     /// through the mesh thread to the others.
     pub fn notify(&self, notice: Notice) {
-        match &notice {
-            Notice::Pushed { queue } => self.waiters.wake(queue),
-            Notice::Configured { tenant, queue } => cache::forget(tenant, queue),
-            Notice::Maintenance { pop, enabled } => self.spool.set_flag(*pop, *enabled),
-        }
+        self.apply(&notice);
         // A full mesh queue drops the hint; parked pops recheck on a timer.
         let _ = self.mesh.try_send(Envelope {
             from: self.id,
             notice,
         });
     }
-}
 
-/// Runs shard `id` until shutdown: the drain tasks and the HTTP server.
-pub async fn run(id: ShardId, init: ShardInit) {
-    let cfg = Rc::new((*init.cfg).clone());
-    let shard = Rc::new(Shard {
-        id,
-        cfg: cfg.clone(),
-        db: dbcall::DbClient::new(id, init.jobs),
-        waiters: waiters::WaiterSet::default(),
-        lanes: RefCell::new(HashMap::new()),
-        mesh: init.mesh,
-        mesh_state: init.mesh_state,
-        stopping: LocalSignal::new(),
-        counters: crate::metrics::ShardCounters::new(init.stats.clone(), id.0),
-        spool: Rc::new(crate::spool::Spool::new(
-            id,
-            &cfg.file_buffer_dir,
-            cfg.file_buffer_events_per_file,
-            cfg.nr_shards,
-        )),
-    });
-    crate::metrics::spawn_sampler(&shard);
-    if id.0 == 0 {
-        // Shard 0 owns the background job schedule (src/jobs).
-        crate::jobs::spawn(&shard);
-    }
-    // Inbox drains run in the latency queue: a busy shard otherwise only
-    // notices a wake from another thread at its next preemption (~100 ms).
-    let queue = latency_queue("inbox");
-    let s = shard.clone();
-    let shutdown = init.shutdown.clone();
-    spawn_drain(id, queue, async move {
-        shutdown.wait().await;
-        s.stopping.fire();
-    });
-    let s = shard.clone();
-    let replies = init.replies;
-    spawn_drain(id, queue, async move {
-        let mut buf = Vec::with_capacity(REPLY_DRAIN_BATCH);
-        while replies.recv_batch(&mut buf, REPLY_DRAIN_BATCH).await > 0 {
-            for r in buf.drain(..) {
-                s.db.complete(r);
-            }
+    /// Applies a notice to this shard: from its own `notify`, or from the
+    /// mesh thread (another shard or a peer broker) through the notice drain.
+    pub fn apply(&self, notice: &Notice) {
+        match notice {
+            Notice::Pushed { queue } => self.waiters.wake(queue),
+            Notice::Configured { tenant, queue } => self.queues.forget(tenant, queue),
+            Notice::Maintenance { pop, enabled } => self.spool.set_flag(*pop, *enabled),
         }
-    });
-    let s = shard.clone();
-    let notices = init.notices;
-    spawn_drain(id, queue, async move {
-        let mut buf = Vec::with_capacity(REPLY_DRAIN_BATCH);
-        while notices.recv_batch(&mut buf, REPLY_DRAIN_BATCH).await > 0 {
-            for n in buf.drain(..) {
-                match n {
-                    Notice::Pushed { queue } => s.waiters.wake(&queue),
-                    Notice::Configured { tenant, queue } => cache::forget(&tenant, &queue),
-                    Notice::Maintenance { pop, enabled } => s.spool.set_flag(pop, enabled),
-                }
-            }
-        }
-    });
-    let server = Rc::new(shards::listen::ServerConfig {
-        addr: cfg.http_addr,
-        max_body_bytes: cfg.max_body_bytes,
-        tls: cfg.tls.clone(),
-        ..Default::default()
-    });
-    // Leftover spool segments are adopted before serving, so no new push
-    // overtakes an older spooled one of its partition.
-    shard.spool.open(cfg.nr_shards).await;
-    crate::spool::replay::spawn(&shard);
-    let handler: Rc<dyn shards::listen::Handler> = Rc::new(crate::api::Router::new(shard.clone()));
-    if let Err(e) = shards::listen::serve(server, handler, init.shutdown).await {
-        log::error!("shard {id}: HTTP server failed: {e}");
-    }
-    log::debug!("shard {id}: stopped");
-}
-
-fn spawn_drain(
-    id: ShardId,
-    queue: glommio::TaskQueueHandle,
-    f: impl std::future::Future<Output = ()> + 'static,
-) {
-    match glommio::spawn_local_into(f, queue) {
-        Ok(t) => {
-            t.detach();
-        }
-        Err(e) => log::error!("shard {id}: cannot spawn an inbox drain: {e}"),
     }
 }

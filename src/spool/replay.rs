@@ -1,6 +1,8 @@
 //! The spool's background tasks on each shard: replay (oldest segment
 //! first, in append order per partition, through `Job::PushBatch`) and the
-//! maintenance flags' refresh from `queen.system_state`.
+//! maintenance flags' refresh from `queen.system_state`. The shard's start-up
+//! (`crate::serve`) spawns them with a [`Replay`]: the parts of the shard they
+//! use, passed down, since the spool sits below the shard that holds it.
 //!
 //! Replay runs only while push maintenance is off and PostgreSQL is
 //! believed healthy; after a connection failure a `Job::Health` probe every
@@ -22,15 +24,17 @@
 //! most `REPLAY_LANES` of the queue's places per shard and never starves
 //! them; the push lanes keep their own `MAX_INFLIGHT_BATCHES`.
 
-use super::{parse_record, Key};
+use super::{parse_record, Key, Spool};
 use crate::mesh::Notice;
-use crate::shard::Shard;
-use crate::store::{Job, Proc, StoreError, StoreReply};
+use crate::store::{DbClient, Job, Proc, StoreError, StoreReply};
 use futures_lite::future::or;
 use serde_json::{json, Value};
 use shards::segment::{self, Ending};
+use shards::shutdown::LocalSignal;
+use shards::ShardId;
 use std::cell::Cell;
 use std::collections::BTreeSet;
+use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::path::Path;
 use std::rc::Rc;
@@ -50,31 +54,64 @@ const PARK_RETRY: Duration = Duration::from_secs(1);
 /// normal push inflow.
 const REPLAY_FUSED_BATCHES: usize = 10;
 /// Replay lanes per shard, i.e. replay batches in flight at once per shard:
-/// as many as the push lanes keep (`MAX_INFLIGHT_BATCHES`), which is what
+/// as many as the push lanes keep (`shard::lanes::MAX_INFLIGHT_BATCHES`, which
+/// asserts the two agree), which is what
 /// lets live pushes overlap their round trips; with two shards that is 8
 /// replay transactions, the bench's `DB_POOL_SIZE`. One lane (the previous
 /// design) drained at 0.46x the normal push rate (bench/RESULTS.md).
-const REPLAY_LANES: usize = crate::shard::lanes::MAX_INFLIGHT_BATCHES;
+pub const REPLAY_LANES: usize = 4;
 /// Records parsed between yields while a segment is decoded, so a 10,000
 /// record segment does not hold the shard's live requests for its whole parse.
 const PARSE_YIELD_EVERY: usize = 500;
 /// Retry cadence of the maintenance-flag read while PostgreSQL is down.
 const REFRESH_RETRY: Duration = Duration::from_secs(1);
 
-/// Starts the replay and maintenance-refresh tasks of `shard`.
-pub fn spawn(shard: &Rc<Shard>) {
-    let s = shard.clone();
-    glommio::spawn_local(async move { replay_loop(s).await }).detach();
-    let s = shard.clone();
-    glommio::spawn_local(async move { refresh_loop(s).await }).detach();
+/// What one shard's spool tasks use of the shard, handed down at start-up.
+pub struct Replay {
+    /// Which shard (log lines, its spool stats slot).
+    pub id: ShardId,
+    /// The shard's spool: segments to replay, health, maintenance flags.
+    pub spool: Rc<Spool>,
+    /// The shard's DB client: replay batches, health probes, flag reads.
+    pub db: Rc<DbClient>,
+    /// Fired when the shard stops; both tasks end soon after.
+    pub stopping: LocalSignal,
+    /// Publishes a notice the way the shard does (its own waiters, then the
+    /// mesh): a `pushed` notice per queue of each committed replay batch.
+    pub notify: Rc<dyn Fn(Notice)>,
+    /// `FILE_BUFFER_FLUSH_MS`: the pause between replay attempts.
+    pub flush_ms: u64,
+    /// `FILE_BUFFER_MAX_BATCH`: records per replayed batch, before fusion.
+    pub max_batch: usize,
+    /// `QUEEN_CACHE_REFRESH_INTERVAL_MS`: how often the flags are re-read.
+    pub refresh_ms: u64,
 }
 
-async fn nap(shard: &Shard, d: Duration) {
+impl fmt::Debug for Replay {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Replay")
+            .field("id", &self.id)
+            .field("flush_ms", &self.flush_ms)
+            .field("max_batch", &self.max_batch)
+            .field("refresh_ms", &self.refresh_ms)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Starts the replay and maintenance-refresh tasks of one shard.
+pub fn spawn(replay: Replay) {
+    let r = Rc::new(replay);
+    let s = r.clone();
+    glommio::spawn_local(async move { replay_loop(s).await }).detach();
+    glommio::spawn_local(async move { refresh_loop(r).await }).detach();
+}
+
+async fn nap(shard: &Replay, d: Duration) {
     or(glommio::timer::sleep(d), shard.stopping.wait()).await;
 }
 
 /// Probes PostgreSQL; marks the spool's health.
-async fn probe(shard: &Shard) -> bool {
+async fn probe(shard: &Replay) -> bool {
     let up = or(
         async { matches!(shard.db.submit(Job::Health).await, StoreReply::Value(Ok(_))) },
         async {
@@ -96,7 +133,7 @@ async fn probe(shard: &Shard) -> bool {
 }
 
 /// Whether replay may run now (probing PostgreSQL when it was down).
-async fn may_replay(shard: &Shard) -> bool {
+async fn may_replay(shard: &Replay) -> bool {
     if shard.spool.push_paused.get() {
         return false;
     }
@@ -114,14 +151,14 @@ struct Run {
 }
 
 /// The shard's replayed-records counter (`stats::replayed`).
-fn replayed_so_far(shard: &Shard) -> u64 {
+fn replayed_so_far(shard: &Replay) -> u64 {
     super::stats::board()
         .get(shard.id.0)
         .map_or(0, |g| g.replayed_total.load(Ordering::Relaxed))
 }
 
 /// Logs the end of `run`: `finished` when the spool is empty, else paused.
-fn end_run(shard: &Shard, run: Run, finished: bool, peak: usize) {
+fn end_run(shard: &Replay, run: Run, finished: bool, peak: usize) {
     let n = replayed_so_far(shard) - run.replayed_before;
     let secs = run.at.elapsed().as_secs_f64();
     let rate = if secs > 0.0 { n as f64 / secs } else { 0.0 };
@@ -142,8 +179,8 @@ fn end_run(shard: &Shard, run: Run, finished: bool, peak: usize) {
     }
 }
 
-async fn replay_loop(shard: Rc<Shard>) {
-    let flush = Duration::from_millis(shard.cfg.file_buffer_flush_ms);
+async fn replay_loop(shard: Rc<Replay>) {
+    let flush = Duration::from_millis(shard.flush_ms);
     let mut run: Option<Run> = None;
     let flight = Rc::new(Flight::default());
     while !shard.stopping.is_fired() {
@@ -193,7 +230,7 @@ struct Rec {
 
 /// Replays one segment; true when it is done (deleted or failed).
 async fn replay_segment(
-    shard: &Rc<Shard>,
+    shard: &Rc<Replay>,
     path: &Path,
     flush: Duration,
     flight: &Rc<Flight>,
@@ -287,14 +324,14 @@ fn lane_of(key: &Key) -> usize {
 /// Replays one lane's records of a segment in append order, one batch in
 /// flight at a time; true when all committed, false when the shard stops.
 async fn replay_lane(
-    shard: &Shard,
+    shard: &Replay,
     path: &Path,
     mut recs: Vec<Rec>,
     flush: Duration,
     flight: &Flight,
 ) -> bool {
     let spool = &shard.spool;
-    let max = (shard.cfg.file_buffer_max_batch * REPLAY_FUSED_BATCHES).max(1);
+    let max = (shard.max_batch * REPLAY_FUSED_BATCHES).max(1);
     let mut at = 0;
     while at < recs.len() {
         if shard.stopping.is_fired() {
@@ -370,7 +407,7 @@ async fn replay_lane(
         super::stats::replayed(shard.id.0, keys.len() as u64);
         let queues: BTreeSet<&str> = batch.iter().map(|r| r.key.1.as_str()).collect();
         for q in queues {
-            shard.notify(Notice::Pushed {
+            (shard.notify)(Notice::Pushed {
                 queue: q.to_string(),
             });
         }
@@ -404,12 +441,12 @@ impl Flight {
 
 /// Reads the maintenance flags at boot and every `QUEEN_CACHE_REFRESH_INTERVAL_MS`,
 /// so a missed notice converges.
-async fn refresh_loop(shard: Rc<Shard>) {
-    let every = Duration::from_millis(shard.cfg.cache_refresh_ms.max(100));
+async fn refresh_loop(shard: Rc<Replay>) {
+    let every = Duration::from_millis(shard.refresh_ms.max(100));
     while !shard.stopping.is_fired() {
         match shard.db.call(Proc::SystemStateGet, json!({})).await {
             Ok(v) => {
-                apply_flags(&shard, &v);
+                apply_flags(&shard.spool, &v);
                 nap(&shard, every).await;
             }
             Err(_) => nap(&shard, REFRESH_RETRY).await,
@@ -417,12 +454,12 @@ async fn refresh_loop(shard: Rc<Shard>) {
     }
 }
 
-/// Applies `{maintenanceMode, popMaintenanceMode}` to this shard.
-pub fn apply_flags(shard: &Shard, v: &Value) {
+/// Applies `{maintenanceMode, popMaintenanceMode}` to this shard's spool.
+fn apply_flags(spool: &Spool, v: &Value) {
     if let Some(b) = v.get("maintenanceMode").and_then(Value::as_bool) {
-        shard.spool.set_flag(false, b);
+        spool.set_flag(false, b);
     }
     if let Some(b) = v.get("popMaintenanceMode").and_then(Value::as_bool) {
-        shard.spool.set_flag(true, b);
+        spool.set_flag(true, b);
     }
 }

@@ -51,6 +51,9 @@ impl Gauges {
     }
 }
 
+/// Every shard's gauges. Process-wide, not a shard's: `/status/buffers`, the
+/// metrics and the maintenance answers read all shards' slots on whichever
+/// shard serves them, and each slot is only atomics its owner writes.
 static BOARD: OnceLock<Vec<Gauges>> = OnceLock::new();
 
 /// Creates the board for `n` shards (the first call wins; every shard passes the same `n`).

@@ -195,7 +195,9 @@ fn serve(
     }
 }
 
-/// Whether the last job saw PostgreSQL unreachable (for the lost/back log lines).
+/// Whether the last job saw PostgreSQL unreachable (for the lost/back log
+/// lines). Process-wide, shared by the DB threads: one line per event for
+/// the whole group, not one per thread.
 static PG_LOST: AtomicBool = AtomicBool::new(false);
 
 /// Logs one line when PostgreSQL becomes unreachable and one when it answers

@@ -228,7 +228,7 @@ pub enum StoreReply {
     Push(Vec<Result<Vec<Value>, StoreError>>),
     /// A push batch: one result per request, each the request's slice of
     /// per-item answers.
-    Pushed(Vec<Result<Vec<super::Pushed>, StoreError>>),
+    Pushed(Vec<Result<Vec<super::pushed::Pushed>, StoreError>>),
     /// A push batch that never reached PostgreSQL (no connection, job queue
     /// full): its items come back, request after request, so the shard can
     /// spool them without having kept a copy of every push.

@@ -1,11 +1,12 @@
 //! Everything that talks to PostgreSQL. Only the DB thread group (`db_group`)
-//! runs this code; shards reach it by sending a typed [`Job`] and awaiting the
-//! id-tagged reply (see `crate::shard::dbcall`).
+//! runs this code; shards reach it through their [`client::DbClient`]: a
+//! typed [`Job`] on the bounded queue, answered by an id-tagged reply.
 //!
 //! Every request is one round trip: the SQL procedures in `sql/` take one
 //! jsonb argument and return one jsonb result (contracts in `sql/README.md`).
 
 pub mod ack_fused;
+pub mod client;
 pub mod config;
 pub mod db_group;
 pub mod jobs;
@@ -15,6 +16,7 @@ pub mod push_typed;
 pub mod pushed;
 pub mod schema;
 
+pub use client::DbClient;
 pub use config::DbConfig;
-pub use jobs::{Job, JobEnvelope, Proc, ReplyEnvelope, RequestId, StoreError, StoreReply};
+pub use jobs::{Job, JobEnvelope, Proc, ReplyEnvelope, StoreError, StoreReply};
 pub use pushed::{PushStatus, Pushed};

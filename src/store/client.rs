@@ -1,11 +1,13 @@
 //! The shard's side of the DB hand-off: submit a typed job on the bounded
-//! queue, park the asking task on a oneshot, and complete it when the drain
-//! task (see `Shard::run`) takes the id-tagged reply off the shard's inbox.
+//! queue, park the asking task on a oneshot, and complete it when the shard's
+//! reply drain (`crate::serve`) takes the id-tagged reply off its inbox.
+//! Lives in `store`, below every shard-side module that talks to PostgreSQL
+//! (the spool's replay, the metrics snapshot), so none of them needs `Shard`.
 //!
 //! A full job queue leaves the job with the shard for up to
 //! `SUBMIT_PATIENCE`, retrying every millisecond, then answers `Busy` (503).
 
-use crate::store::{Job, JobEnvelope, Proc, ReplyEnvelope, RequestId, StoreError, StoreReply};
+use super::jobs::{Job, JobEnvelope, Proc, ReplyEnvelope, RequestId, StoreError, StoreReply};
 use crossbeam_channel::{Sender, TrySendError};
 use futures_channel::oneshot;
 use serde_json::Value;
@@ -18,7 +20,8 @@ use std::time::{Duration, Instant};
 /// answers 503. Long enough to ride out a burst, short against client timeouts.
 const SUBMIT_PATIENCE: Duration = Duration::from_secs(2);
 
-/// Per-shard DB client. Owned by the shard (`Rc`), never crosses threads.
+/// Per-shard DB client. Owned by the shard (`Rc`, shared with the shard's
+/// own background tasks), never crosses threads.
 #[derive(Debug)]
 pub struct DbClient {
     /// This shard, so replies come back here.

@@ -1,0 +1,182 @@
+//! A shard's start-up and its life: builds the [`Shard`] from what `main`
+//! made for it, spawns its tasks, and serves HTTP until shutdown. Runs on
+//! the shard's own thread (one glommio executor, pinned to its core).
+//!
+//! This is the top of the shard's side: it reaches every layer (the API
+//! router, the background jobs, the metrics sampler, the spool's replay),
+//! so that none of them, nor `shard` itself, has to reach up.
+//!
+//! # Tasks on a shard, in start order
+//! - the metrics sampler (once a second; [`metrics::Sampler`]);
+//! - on shard 0, the background job schedule (`crate::jobs`);
+//! - the stop watch: fires `Shard::stopping` when shutdown starts;
+//! - the reply drain: takes DB replies off the shard's inbox and completes
+//!   the waiting requests (`crate::store::DbClient::complete`);
+//! - the notice drain: takes notices from the mesh thread and applies them
+//!   (`Shard::apply`);
+//! - after the spool adopted its leftover segments, its replay and the
+//!   maintenance-flag refresh (`crate::spool::replay`);
+//! - the HTTP server (`shards::listen::serve`), one task per connection,
+//!   each request routed by `crate::api`;
+//! - and, spawned as they go, push and ack batches (`crate::shard::lanes`).
+
+use crate::config::Config;
+use crate::mesh::{Envelope, Notice};
+use crate::metrics;
+use crate::shard::{Links, Shard};
+use crate::store::{JobEnvelope, ReplyEnvelope};
+use crossbeam_channel::Sender;
+use shards::inbox::{latency_queue, InboxReceiver};
+use shards::shutdown::ShutdownListener;
+use shards::ShardId;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Replies (and notices) drained per wake-up.
+const REPLY_DRAIN_BATCH: usize = 256;
+
+/// What main hands each shard thread before its executor starts.
+#[derive(Debug)]
+pub struct ShardInit {
+    /// Boot configuration (shared read-only; copied into the shard).
+    pub cfg: Arc<Config>,
+    /// This shard's DB reply inbox.
+    pub replies: InboxReceiver<ReplyEnvelope>,
+    /// This shard's notice inbox (from the mesh thread).
+    pub notices: InboxReceiver<Notice>,
+    /// The DB job queue.
+    pub jobs: Sender<JobEnvelope>,
+    /// The queue to the mesh thread.
+    pub mesh: Sender<Envelope>,
+    /// Mesh peer states and counters (atomics written by the mesh threads).
+    pub mesh_state: Arc<crate::mesh::state::MeshState>,
+    /// Shutdown signal.
+    pub shutdown: ShutdownListener,
+    /// Every shard's metrics slot (this shard writes slot `id`).
+    pub stats: Arc<metrics::Board>,
+}
+
+/// Runs shard `id` until shutdown: its tasks and the HTTP server.
+pub async fn run(id: ShardId, init: ShardInit) {
+    let cfg = Rc::new((*init.cfg).clone());
+    let shard = Shard::new(
+        id,
+        cfg.clone(),
+        Links {
+            jobs: init.jobs,
+            mesh: init.mesh,
+            mesh_state: init.mesh_state,
+            stats: init.stats,
+        },
+    );
+    spawn_sampler(&shard);
+    if id.0 == 0 {
+        // Shard 0 owns the background job schedule (src/jobs).
+        crate::jobs::spawn(&shard);
+    }
+    // Inbox drains run in the latency queue: a busy shard otherwise only
+    // notices a wake from another thread at its next preemption (~100 ms).
+    let queue = latency_queue("inbox");
+    let s = shard.clone();
+    let shutdown = init.shutdown.clone();
+    spawn_drain(id, queue, async move {
+        shutdown.wait().await;
+        s.stopping.fire();
+    });
+    let s = shard.clone();
+    let replies = init.replies;
+    spawn_drain(id, queue, async move {
+        let mut buf = Vec::with_capacity(REPLY_DRAIN_BATCH);
+        while replies.recv_batch(&mut buf, REPLY_DRAIN_BATCH).await > 0 {
+            for r in buf.drain(..) {
+                s.db.complete(r);
+            }
+        }
+    });
+    let s = shard.clone();
+    let notices = init.notices;
+    spawn_drain(id, queue, async move {
+        let mut buf = Vec::with_capacity(REPLY_DRAIN_BATCH);
+        while notices.recv_batch(&mut buf, REPLY_DRAIN_BATCH).await > 0 {
+            for n in buf.drain(..) {
+                s.apply(&n);
+            }
+        }
+    });
+    let server = Rc::new(shards::listen::ServerConfig {
+        addr: cfg.http_addr,
+        max_body_bytes: cfg.max_body_bytes,
+        tls: cfg.tls.clone(),
+        ..Default::default()
+    });
+    // Leftover spool segments are adopted before serving, so no new push
+    // overtakes an older spooled one of its partition.
+    shard.spool.open(cfg.nr_shards).await;
+    spawn_replay(&shard);
+    let handler: Rc<dyn shards::listen::Handler> = Rc::new(crate::api::Router::new(shard.clone()));
+    if let Err(e) = shards::listen::serve(server, handler, init.shutdown).await {
+        log::error!("shard {id}: HTTP server failed: {e}");
+    }
+    log::debug!("shard {id}: stopped");
+}
+
+/// Starts the spool's replay and flag refresh with the parts of `shard`
+/// they use; their notices go out through `Shard::notify`.
+fn spawn_replay(shard: &Rc<Shard>) {
+    let s = shard.clone();
+    crate::spool::replay::spawn(crate::spool::replay::Replay {
+        id: shard.id,
+        spool: shard.spool.clone(),
+        db: shard.db.clone(),
+        stopping: shard.stopping.clone(),
+        notify: Rc::new(move |n| s.notify(n)),
+        flush_ms: shard.cfg.file_buffer_flush_ms,
+        max_batch: shard.cfg.file_buffer_max_batch,
+        refresh_ms: shard.cfg.cache_refresh_ms,
+    });
+}
+
+/// Starts the shard's sampler: every [`metrics::SAMPLE_EVERY`] it warms the
+/// DB snapshot, measures loop lag, copies the DB and lane counters into the
+/// shard's slot and publishes rates. Ends when the shard stops or is dropped
+/// (it holds the shard weakly).
+fn spawn_sampler(shard: &Rc<Shard>) {
+    let weak = Rc::downgrade(shard);
+    glommio::spawn_local(async move {
+        let mut sampler = metrics::Sampler::default();
+        loop {
+            let asked = Instant::now();
+            glommio::timer::sleep(metrics::SAMPLE_EVERY).await;
+            let late = asked.elapsed().saturating_sub(metrics::SAMPLE_EVERY);
+            let Some(shard) = weak.upgrade() else { return };
+            if shard.stopping.is_fired() {
+                return;
+            }
+            shard.db_snapshot.warm(&shard.db);
+            let (push_batches, push_fused) = shard.lane_totals();
+            let copied = metrics::Copied {
+                loop_lag: late,
+                db_jobs: shard.db.nr_jobs.get(),
+                db_inflight: shard.db.in_flight() as u64,
+                push_batches,
+                push_fused,
+            };
+            sampler.sample(&shard.counters, copied);
+        }
+    })
+    .detach();
+}
+
+fn spawn_drain(
+    id: ShardId,
+    queue: glommio::TaskQueueHandle,
+    f: impl std::future::Future<Output = ()> + 'static,
+) {
+    match glommio::spawn_local_into(f, queue) {
+        Ok(t) => {
+            t.detach();
+        }
+        Err(e) => log::error!("shard {id}: cannot spawn an inbox drain: {e}"),
+    }
+}
