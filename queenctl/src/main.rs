@@ -28,15 +28,50 @@ mod stop;
 
 use std::process::ExitCode;
 
+use clap::error::ErrorKind;
 use clap::Parser;
 
 fn main() -> ExitCode {
-    let cli = cli::Cli::parse();
+    let cli = match cli::Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => return usage(&e),
+    };
     match cmd::run(cli) {
         Ok(code) => code,
+        // A closed pipe (`queenctl queues | head -1`) is the reader's choice, not a failure.
+        Err(error::Error::Io(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("queenctl: {e}");
             ExitCode::from(e.exit_code())
         }
     }
+}
+
+/// Help and version print as clap formats them; a usage error becomes one line
+/// (clap's first line, the usage hint dropped) and exit code 2.
+fn usage(e: &clap::Error) -> ExitCode {
+    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion)
+        || matches!(
+            e.kind(),
+            ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+        )
+    {
+        let _ = e.print();
+        return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+    }
+    let text = e.render().to_string();
+    let first = text.lines().next().unwrap_or_default();
+    let mut line = first.trim_start_matches("error: ").to_string();
+    // "the following required arguments were not provided:" names them on the next lines.
+    if line.ends_with(':') {
+        let names: Vec<&str> = text
+            .lines()
+            .skip(1)
+            .take_while(|l| l.starts_with("  "))
+            .map(str::trim)
+            .collect();
+        line = format!("{line} {}", names.join(", "));
+    }
+    eprintln!("queenctl: {line} (try --help)");
+    ExitCode::from(2)
 }

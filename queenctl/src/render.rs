@@ -19,13 +19,18 @@ pub fn table(header: &[&str], numeric: &[&str], rows: Vec<Vec<String>>) -> Strin
         t.add_row(r);
     }
     for (i, h) in header.iter().enumerate() {
-        if numeric.contains(h) {
-            if let Some(c) = t.column_mut(i) {
+        if let Some(c) = t.column_mut(i) {
+            c.set_padding((0, 2));
+            if numeric.contains(h) {
                 c.set_cell_alignment(CellAlignment::Right);
             }
         }
     }
-    // comfy-table pads every cell with one space on each side; trim the line ends.
+    lines(&mut t)
+}
+
+/// The table's lines without trailing blanks (the last column's padding).
+fn lines(t: &mut Table) -> String {
     t.lines()
         .map(|l| l.trim_end().to_string())
         .collect::<Vec<_>>()
@@ -39,10 +44,10 @@ pub fn pairs(rows: Vec<(String, String)>) -> String {
     for (k, v) in rows {
         t.add_row(vec![k, v]);
     }
-    t.lines()
-        .map(|l| l.trim_end().to_string())
-        .collect::<Vec<_>>()
-        .join("\n")
+    for c in t.column_iter_mut() {
+        c.set_padding((0, 2));
+    }
+    lines(&mut t)
 }
 
 /// Prints `text` and a newline to stdout.

@@ -186,19 +186,28 @@ fn push_stdin(ctx: &Ctx, a: &PushArgs) -> Result<ExitCode> {
     let mut tally = Tally::default();
     let mut batch: Vec<Value> = Vec::with_capacity(PUSH_BATCH);
     let flush = |batch: &mut Vec<Value>, tally: &mut Tally| -> Result<()> {
-        if batch.is_empty() {
-            return Ok(());
+        for chunk in std::mem::take(batch).chunks(PUSH_BATCH) {
+            let ans = ctx
+                .client
+                .post("/api/v1/push", &json!({ "items": chunk }))?;
+            tally.add(&ans.body)?;
+            bar.set_position(tally.pushed());
         }
-        let body = json!({ "items": std::mem::take(batch) });
-        let ans = ctx.client.post("/api/v1/push", &body)?;
-        tally.add(&ans.body)?;
-        bar.set_position(tally.pushed());
         Ok(())
     };
     let mut interrupted = false;
     let outcome: Result<()> = loop {
         if stop::requested() {
             interrupted = true;
+            // Lines already read are pushed too: stopping loses nothing that was read.
+            while let Ok(Ok((n, line))) = lines.try_recv() {
+                if !line.trim().is_empty() {
+                    match parse_payload(&line, Some(n)) {
+                        Ok(p) => batch.push(item(a, p)),
+                        Err(e) => return Err(e),
+                    }
+                }
+            }
             break flush(&mut batch, &mut tally);
         }
         match lines.recv_timeout(STOP_POLL) {

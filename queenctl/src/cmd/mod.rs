@@ -59,7 +59,9 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Maintenance { action } => maintenance::run(&ctx, &action)?,
         Command::Completions { shell } => {
             let mut cmd = Cli::command();
-            clap_complete::generate(shell, &mut cmd, "queenctl", &mut std::io::stdout());
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut cmd, "queenctl", &mut script);
+            crate::render::out(String::from_utf8_lossy(&script).trim_end())?;
         }
     }
     Ok(ExitCode::SUCCESS)
