@@ -395,3 +395,47 @@ fn completions_for_each_shell() {
         );
     }
 }
+
+/// Accepts one connection on a free port, answers `200 {"queues": []}` and hands the
+/// request head back.
+fn capture_one_request() -> (u16, std::thread::JoinHandle<String>) {
+    use std::io::Read;
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let h = std::thread::spawn(move || {
+        let (mut s, _) = l.accept().unwrap();
+        let mut head = Vec::new();
+        let mut buf = [0u8; 1024];
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+            let n = s.read(&mut buf).unwrap();
+            if n == 0 {
+                break;
+            }
+            head.extend_from_slice(&buf[..n]);
+        }
+        let body = r#"{"queues":[]}"#;
+        let resp = format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        s.write_all(resp.as_bytes()).unwrap();
+        String::from_utf8_lossy(&head).into_owned()
+    });
+    (port, h)
+}
+
+#[test]
+fn url_and_token_come_from_the_environment() {
+    let (port, h) = capture_one_request();
+    let o = queenctl()
+        .env("QUEEN_URL", url(port))
+        .env("QUEEN_TOKEN", "t0ken")
+        .arg("queues")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&o).trim(), "no queues");
+    let head = h.join().unwrap().to_ascii_lowercase();
+    assert!(head.starts_with("get /api/v1/status/queues"), "{head}");
+    assert!(head.contains("authorization: bearer t0ken\r\n"), "{head}");
+}
