@@ -76,6 +76,8 @@ pub enum Command {
         #[command(subcommand)]
         action: MaintenanceAction,
     },
+    /// Load scenarios of bench/ (push, drain, latency) with a progress bar and its summary.
+    Bench(BenchArgs),
     /// Print shell completions to stdout.
     Completions {
         /// The shell.
@@ -295,4 +297,137 @@ pub enum OnOff {
     On,
     /// Disabled.
     Off,
+}
+
+/// `bench`: what every scenario shares. Defaults are `queen-bench`'s.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// The scenario.
+    #[command(subcommand)]
+    pub scenario: BenchScenario,
+    /// Free text copied into the report.
+    #[arg(long, global = true)]
+    pub label: Option<String>,
+    /// Prefix of the fresh queue each run makes.
+    #[arg(long, global = true, default_value = "bench")]
+    pub queue_prefix: String,
+    /// Consumer group for pops and acks (default: queue mode).
+    #[arg(long, global = true)]
+    pub group: Option<String>,
+}
+
+/// The scenarios.
+#[derive(Debug, Subcommand)]
+pub enum BenchScenario {
+    /// Closed-loop (or --rate) push throughput.
+    Push(BenchPush),
+    /// Prefill a queue, then pop and ack it empty.
+    Drain(BenchDrain),
+    /// Push at a fixed rate and measure push-to-pop latency.
+    Latency(BenchLatency),
+}
+
+/// `bench push`.
+#[derive(Debug, Args)]
+pub struct BenchPush {
+    /// Items per request.
+    #[arg(long, default_value_t = 1)]
+    pub batch: usize,
+    /// Concurrent connections.
+    #[arg(long, default_value_t = 50)]
+    pub conns: usize,
+    /// Partitions to rotate over.
+    #[arg(long, default_value_t = 1)]
+    pub partitions: usize,
+    /// Measured window, seconds.
+    #[arg(long, default_value_t = 10.0)]
+    pub duration: f64,
+    /// Untimed lead-in, seconds.
+    #[arg(long, default_value_t = 2.0)]
+    pub warmup: f64,
+    /// Approximate payload size, bytes.
+    #[arg(long, default_value_t = 100)]
+    pub payload_bytes: usize,
+    /// Offer this many msg/s in total (open loop) instead of closed loop.
+    #[arg(long)]
+    pub rate: Option<f64>,
+}
+
+/// `bench drain`.
+#[derive(Debug, Args)]
+pub struct BenchDrain {
+    /// Messages pushed before the drain.
+    #[arg(long, default_value_t = 100_000)]
+    pub prefill: u64,
+    /// Partitions of the prefill.
+    #[arg(long, default_value_t = 100)]
+    pub partitions: usize,
+    /// Connections pushing the prefill.
+    #[arg(long, default_value_t = 20)]
+    pub prefill_conns: usize,
+    /// Messages per pop.
+    #[arg(long, default_value_t = 100)]
+    pub batch: usize,
+    /// Concurrent consumers.
+    #[arg(long, default_value_t = 10)]
+    pub conns: usize,
+    /// Pop with autoAck instead of acking each batch.
+    #[arg(long)]
+    pub auto_ack: bool,
+    /// Long-poll budget of a pop, ms.
+    #[arg(long, default_value_t = 1000)]
+    pub wait_ms: u64,
+    /// Stop after this long without a delivery, seconds.
+    #[arg(long, default_value_t = 5.0)]
+    pub idle_secs: f64,
+    /// Stop after this long in any case, seconds.
+    #[arg(long, default_value_t = 120.0)]
+    pub max_secs: f64,
+    /// Messages consumed before the window opens (default batch × conns × 2).
+    #[arg(long)]
+    pub warmup_msgs: Option<u64>,
+    /// Approximate payload size, bytes.
+    #[arg(long, default_value_t = 100)]
+    pub payload_bytes: usize,
+}
+
+/// `bench latency`.
+#[derive(Debug, Args)]
+pub struct BenchLatency {
+    /// Messages per second offered in total.
+    #[arg(long, default_value_t = 1000.0)]
+    pub rate: f64,
+    /// Items per push.
+    #[arg(long, default_value_t = 1)]
+    pub batch: usize,
+    /// Producer connections.
+    #[arg(long, default_value_t = 64)]
+    pub producers: usize,
+    /// Consumer connections.
+    #[arg(long, default_value_t = 1)]
+    pub consumers: usize,
+    /// Partitions to spread over.
+    #[arg(long, default_value_t = 10)]
+    pub partitions: usize,
+    /// Measured window, seconds.
+    #[arg(long, default_value_t = 10.0)]
+    pub duration: f64,
+    /// Untimed lead-in, seconds.
+    #[arg(long, default_value_t = 2.0)]
+    pub warmup: f64,
+    /// Pop with autoAck.
+    #[arg(long)]
+    pub auto_ack: bool,
+    /// Messages per pop.
+    #[arg(long, default_value_t = 100)]
+    pub pop_batch: usize,
+    /// Long-poll budget of a pop, ms.
+    #[arg(long, default_value_t = 1000)]
+    pub wait_ms: u64,
+    /// How long consumers keep reading after the producers stop, seconds.
+    #[arg(long, default_value_t = 5.0)]
+    pub grace_secs: f64,
+    /// Approximate payload size, bytes.
+    #[arg(long, default_value_t = 100)]
+    pub payload_bytes: usize,
 }

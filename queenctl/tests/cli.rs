@@ -439,3 +439,73 @@ fn url_and_token_come_from_the_environment() {
     assert!(head.starts_with("get /api/v1/status/queues"), "{head}");
     assert!(head.contains("authorization: bearer t0ken\r\n"), "{head}");
 }
+
+#[test]
+fn bench_scenarios_run_short_and_report() {
+    let port = shared();
+    let runs: [&[&str]; 3] = [
+        &[
+            "push",
+            "--conns",
+            "2",
+            "--batch",
+            "10",
+            "--duration",
+            "0.5",
+            "--warmup",
+            "0.1",
+        ],
+        &[
+            "drain",
+            "--prefill",
+            "200",
+            "--partitions",
+            "2",
+            "--prefill-conns",
+            "2",
+            "--batch",
+            "50",
+            "--conns",
+            "2",
+            "--wait-ms",
+            "200",
+            "--idle-secs",
+            "0.5",
+            "--max-secs",
+            "5",
+            "--warmup-msgs",
+            "0",
+        ],
+        &[
+            "latency",
+            "--rate",
+            "200",
+            "--producers",
+            "2",
+            "--partitions",
+            "2",
+            "--duration",
+            "0.5",
+            "--warmup",
+            "0.1",
+            "--wait-ms",
+            "200",
+            "--grace-secs",
+            "0.5",
+        ],
+    ];
+    for args in runs {
+        let mut all = vec!["--json", "bench"];
+        all.extend_from_slice(args);
+        let o = ctl(port, &all);
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+        let report: Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+        assert_eq!(report["scenario"], args[0]);
+        assert!(report["messages"].as_u64().unwrap() > 0, "{report}");
+        assert_eq!(report["errors"]["transport"], 0, "{report}");
+        // The human summary (the same as queen-bench's) goes to stderr.
+        assert!(stderr(&o).contains("msg/s"), "{}", stderr(&o));
+    }
+    let err = fails(&ctl(port, &["--token", "x", "bench", "push"]), 2);
+    assert!(err.contains("no token"), "{err}");
+}

@@ -4,11 +4,13 @@
 //! - `queues`: `queues`, `queue`, `configure`, `delete`;
 //! - `groups`: `groups`, `group`, `seek`;
 //! - `inspect`: `dlq`, `dlq retry`, `messages`, `message`;
-//! - `maintenance`: both maintenance switches.
+//! - `maintenance`: both maintenance switches;
+//! - `bench`: the load scenarios shared with `bench/` (crate `queen-loadgen`).
 //!
 //! Every handler returns the broker's answer for `--json` unchanged where the spec
 //! gives one document, so scripts see the wire contract, not a queenctl dialect.
 
+mod bench;
 mod flow;
 mod groups;
 mod inspect;
@@ -35,6 +37,8 @@ pub struct Ctx {
 /// Runs one command; the exit code is 0 unless the command says otherwise
 /// (an interrupted `push --stdin` exits 130).
 pub fn run(cli: Cli) -> Result<ExitCode> {
+    let has_token = cli.token.as_deref().is_some_and(|t| !t.is_empty());
+    let url = cli.url.clone();
     let ctx = Ctx {
         client: Client::new(&cli.url, cli.token),
         json: cli.json,
@@ -57,6 +61,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             transaction_id,
         } => inspect::message(&ctx, &partition_id, &transaction_id)?,
         Command::Maintenance { action } => maintenance::run(&ctx, &action)?,
+        Command::Bench(a) => return bench::run(&ctx, &url, has_token, &a),
         Command::Completions { shell } => {
             let mut cmd = Cli::command();
             let mut script = Vec::new();
