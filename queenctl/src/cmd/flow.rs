@@ -196,7 +196,7 @@ fn push_stdin(ctx: &Ctx, a: &PushArgs) -> Result<ExitCode> {
         Ok(())
     };
     let mut interrupted = false;
-    let outcome: Result<()> = loop {
+    let outcome: Result<()> = 'read: loop {
         if stop::requested() {
             interrupted = true;
             // Lines already read are pushed too: stopping loses nothing that was read.
@@ -204,7 +204,7 @@ fn push_stdin(ctx: &Ctx, a: &PushArgs) -> Result<ExitCode> {
                 if !line.trim().is_empty() {
                     match parse_payload(&line, Some(n)) {
                         Ok(p) => batch.push(item(a, p)),
-                        Err(e) => return Err(e),
+                        Err(e) => break 'read flush(&mut batch, &mut tally).and(Err(e)),
                     }
                 }
             }
