@@ -51,7 +51,7 @@ impl BrokerBuilder {
         // QUEEN_TEST_BIN runs the suite against another build (or another broker).
         let exe = std::env::var_os("QUEEN_TEST_BIN")
             .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_queen")));
+            .unwrap_or_else(queen_exe);
         let mut cmd = Command::new(exe);
         cmd.env_remove("RUST_LOG")
             .env("PG_HOST", "127.0.0.1")
@@ -95,6 +95,17 @@ impl BrokerBuilder {
         let mut b = self.spawn();
         b.wait_ready();
         b
+    }
+}
+
+/// Cargo's `queen` in the root package's tests; from another workspace package
+/// (queenctl), the one in this test executable's profile directory (`target/ci/queen`).
+fn queen_exe() -> PathBuf {
+    match option_env!("CARGO_BIN_EXE_queen") {
+        Some(p) => PathBuf::from(p),
+        None => std::env::current_exe()
+            .expect("path of the test executable")
+            .with_file_name("../queen"),
     }
 }
 

@@ -61,7 +61,17 @@ pub fn run(ctx: &Ctx, o: &PushOpts) -> Report {
             let sched = interval.map(|iv| (t_start + iv.mul_f64(i as f64 / o.conns as f64), iv));
             thread::Builder::new()
                 .name(format!("push-{i}"))
-                .spawn(move || push_loop(&mut pusher, &queue, batch, i as u64, &next_part, &phase, sched))
+                .spawn(move || {
+                    push_loop(
+                        &mut pusher,
+                        &queue,
+                        batch,
+                        i as u64,
+                        &next_part,
+                        &phase,
+                        sched,
+                    )
+                })
                 .expect("spawn push worker")
         })
         .collect();
@@ -86,7 +96,10 @@ pub fn run(ctx: &Ctx, o: &PushOpts) -> Report {
         scenario: "push".into(),
         key: match o.rate {
             None => format!("push b{} p{} c{}", o.batch, o.partitions, o.conns),
-            Some(r) => format!("push b{} p{} c{} at {r} msg/s", o.batch, o.partitions, o.conns),
+            Some(r) => format!(
+                "push b{} p{} c{} at {r} msg/s",
+                o.batch, o.partitions, o.conns
+            ),
         },
         label: ctx.label.clone(),
         queue,

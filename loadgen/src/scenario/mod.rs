@@ -164,7 +164,12 @@ pub struct Pushed {
 
 impl Pusher {
     /// A pusher over `partitions` (names shared between threads).
-    pub fn new(target: &Target, partitions: Arc<Vec<String>>, payload_bytes: usize, stream: u64) -> Pusher {
+    pub fn new(
+        target: &Target,
+        partitions: Arc<Vec<String>>,
+        payload_bytes: usize,
+        stream: u64,
+    ) -> Pusher {
         Pusher {
             client: Client::new(target.clone(), HTTP_TIMEOUT),
             body: Vec::with_capacity(32 * 1024),
@@ -182,10 +187,23 @@ impl Pusher {
     /// Pushes `n` items of `queue` into partition number `part`, with
     /// sequence numbers from `seq` and timestamp `ts`. Errors are counted
     /// into `st.errors`; `st.duplicates` is bumped for `duplicate` items.
-    pub fn push(&mut self, queue: &str, part: usize, n: usize, seq: u64, ts: u64, st: &mut WorkerStats) -> Pushed {
+    pub fn push(
+        &mut self,
+        queue: &str,
+        part: usize,
+        n: usize,
+        seq: u64,
+        ts: u64,
+        st: &mut WorkerStats,
+    ) -> Pushed {
         let partition = &self.partitions[part % self.partitions.len()];
         let items: Vec<Item<'_>> = (0..n as u64)
-            .map(|i| Item { queue, partition, seq: seq + i, ts })
+            .map(|i| Item {
+                queue,
+                partition,
+                seq: seq + i,
+                ts,
+            })
             .collect();
         payload::write_push_body(&mut self.body, &mut self.rng, &items, self.payload_bytes);
         let t = Instant::now();
@@ -194,11 +212,20 @@ impl Pusher {
         let accepted = match r {
             Ok(s) if (200..300).contains(&s) => {
                 let b = self.client.body();
-                let failed = (http::count(b, b"\"status\":\"failed\"") + http::count(b, b"\"status\": \"failed\"")) as u64;
-                st.duplicates += (http::count(b, b"\"status\":\"duplicate\"") + http::count(b, b"\"status\": \"duplicate\"")) as u64;
+                let failed = (http::count(b, b"\"status\":\"failed\"")
+                    + http::count(b, b"\"status\": \"failed\""))
+                    as u64;
+                st.duplicates += (http::count(b, b"\"status\":\"duplicate\"")
+                    + http::count(b, b"\"status\": \"duplicate\""))
+                    as u64;
                 if failed > 0 {
                     st.errors.items_failed += failed;
-                    st.errors.sample(|| format!("push: {failed} item(s) failed: {}", String::from_utf8_lossy(&b[..b.len().min(200)])));
+                    st.errors.sample(|| {
+                        format!(
+                            "push: {failed} item(s) failed: {}",
+                            String::from_utf8_lossy(&b[..b.len().min(200)])
+                        )
+                    });
                 }
                 n as u64 - failed.min(n as u64)
             }
@@ -293,7 +320,11 @@ pub fn deliveries(body: &PopBody) -> Vec<Delivery> {
         .map(|m| Delivery {
             transaction_id: m.transaction_id.clone(),
             partition_id: m.partition_id.clone(),
-            lease_id: m.lease_id.clone().filter(|l| !l.is_empty()).unwrap_or_else(|| batch_lease.clone()),
+            lease_id: m
+                .lease_id
+                .clone()
+                .filter(|l| !l.is_empty())
+                .unwrap_or_else(|| batch_lease.clone()),
         })
         .collect()
 }
@@ -321,22 +352,25 @@ pub fn ack(
     let r = client.post("/api/v1/ack/batch", buf);
     let elapsed = t.elapsed();
     let ok = match r {
-        Ok(s) if (200..300).contains(&s) => match serde_json::from_slice::<Vec<AckResult>>(client.body()) {
-            Ok(rs) => {
-                let refused: Vec<&AckResult> = rs.iter().filter(|r| r.success == Some(false)).collect();
-                if let Some(first) = refused.first() {
-                    errors.acks_failed += refused.len() as u64;
-                    let why = first.error.clone().unwrap_or_default();
-                    errors.sample(|| format!("ack: {} refused, e.g. {why}", refused.len()));
+        Ok(s) if (200..300).contains(&s) => {
+            match serde_json::from_slice::<Vec<AckResult>>(client.body()) {
+                Ok(rs) => {
+                    let refused: Vec<&AckResult> =
+                        rs.iter().filter(|r| r.success == Some(false)).collect();
+                    if let Some(first) = refused.first() {
+                        errors.acks_failed += refused.len() as u64;
+                        let why = first.error.clone().unwrap_or_default();
+                        errors.sample(|| format!("ack: {} refused, e.g. {why}", refused.len()));
+                    }
+                    (rs.len() - refused.len()) as u64
                 }
-                (rs.len() - refused.len()) as u64
+                Err(e) => {
+                    errors.unparsed += 1;
+                    errors.sample(|| format!("ack: unparsed body ({e})"));
+                    0
+                }
             }
-            Err(e) => {
-                errors.unparsed += 1;
-                errors.sample(|| format!("ack: unparsed body ({e})"));
-                0
-            }
-        },
+        }
         Ok(s) => {
             errors.status("ack", s, client.body());
             0

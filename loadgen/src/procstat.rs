@@ -41,11 +41,7 @@ fn stat_of(pid: u32) -> Option<(u32, u64, u64)> {
     let f: Vec<&str> = rest.split_whitespace().collect();
     // rest[0] is field 3 (state): ppid = field 4, utime..cstime = fields 14..17.
     let num = |i: usize| f.get(i).and_then(|s| s.parse::<u64>().ok());
-    Some((
-        num(1)? as u32,
-        num(11)? + num(12)?,
-        num(13)? + num(14)?,
-    ))
+    Some((num(1)? as u32, num(11)? + num(12)?, num(13)? + num(14)?))
 }
 
 /// Live direct children of `root`.
@@ -192,7 +188,7 @@ fn sample_until(w: Watch, stop: &AtomicBool) -> (Option<f64>, Option<f64>) {
     let mut n = 0u64;
     loop {
         rss = max(rss, w.pid.and_then(|p| status_mb(p, "VmRSS")));
-        if n % 5 == 0 {
+        if n.is_multiple_of(5) {
             pss = max(pss, w.pg_pid.and_then(tree_pss_mb));
         }
         n += 1;

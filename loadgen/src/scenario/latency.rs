@@ -89,12 +89,30 @@ pub fn run(ctx: &Ctx, o: &LatencyOpts) -> Report {
             if o.auto_ack {
                 path.push_str("&autoAck=true");
             }
-            let mut client = Client::new(ctx.target.clone(), Duration::from_millis(o.wait_ms) + super::HTTP_TIMEOUT);
-            let (win, consume, received, group) = (win.clone(), consume.clone(), received.clone(), ctx.group.clone());
+            let mut client = Client::new(
+                ctx.target.clone(),
+                Duration::from_millis(o.wait_ms) + super::HTTP_TIMEOUT,
+            );
+            let (win, consume, received, group) = (
+                win.clone(),
+                consume.clone(),
+                received.clone(),
+                ctx.group.clone(),
+            );
             let auto_ack = o.auto_ack;
             thread::Builder::new()
                 .name(format!("consume-{i}"))
-                .spawn(move || consume_loop(&mut client, &path, group.as_deref(), auto_ack, &win, &received, &consume))
+                .spawn(move || {
+                    consume_loop(
+                        &mut client,
+                        &path,
+                        group.as_deref(),
+                        auto_ack,
+                        &win,
+                        &received,
+                        &consume,
+                    )
+                })
                 .expect("spawn consumer")
         })
         .collect();
@@ -104,12 +122,15 @@ pub fn run(ctx: &Ctx, o: &LatencyOpts) -> Report {
     let producers: Vec<_> = (0..o.producers)
         .map(|i| {
             let mut p = Pusher::new(&ctx.target, parts.clone(), o.payload_bytes, 2000 + i as u64);
-            let (win, produce, queue, batch) = (win.clone(), produce.clone(), queue.clone(), o.batch);
+            let (win, produce, queue, batch) =
+                (win.clone(), produce.clone(), queue.clone(), o.batch);
             // Stagger producers evenly across one interval.
             let first = t_start + interval.mul_f64(i as f64 / o.producers as f64);
             thread::Builder::new()
                 .name(format!("produce-{i}"))
-                .spawn(move || produce_loop(&mut p, &queue, batch, i, first, interval, &win, &produce))
+                .spawn(move || {
+                    produce_loop(&mut p, &queue, batch, i, first, interval, &win, &produce)
+                })
                 .expect("spawn producer")
         })
         .collect();
@@ -173,10 +194,13 @@ pub fn run(ctx: &Ctx, o: &LatencyOpts) -> Report {
         ack_latency: (!o.auto_ack).then(|| e2e.ack_lat.summary()),
         e2e_latency: Some(e2e.e2e.summary()),
         errors: st.errors,
-        verify: Some(Verify::new(sent, seen.len() as u64, deliveries - seen.len() as u64)),
+        verify: Some(Verify::new(
+            sent,
+            seen.len() as u64,
+            deliveries - seen.len() as u64,
+        )),
         proc,
         notes,
-        ..Report::default()
     }
 }
 
@@ -250,7 +274,13 @@ fn consume_loop(
         }
         received.fetch_add(in_window, Ordering::SeqCst);
         if !auto_ack {
-            let (_, elapsed) = ack(client, &mut ack_buf, &deliveries(&body), group, &mut st.errors);
+            let (_, elapsed) = ack(
+                client,
+                &mut ack_buf,
+                &deliveries(&body),
+                group,
+                &mut st.errors,
+            );
             st.ack_lat.record_us(us(elapsed));
         }
     }

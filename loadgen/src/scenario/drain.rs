@@ -78,7 +78,12 @@ pub fn run(ctx: &Ctx, o: &DrainOpts) -> Report {
     let confirmed = d.stats.total;
     Report {
         scenario: "drain".into(),
-        key: format!("drain b{} c{} {}", o.batch, o.conns, if o.auto_ack { "auto" } else { "ack" }),
+        key: format!(
+            "drain b{} c{} {}",
+            o.batch,
+            o.conns,
+            if o.auto_ack { "auto" } else { "ack" }
+        ),
         label: ctx.label.clone(),
         queue,
         params: serde_json::json!({
@@ -92,7 +97,11 @@ pub fn run(ctx: &Ctx, o: &DrainOpts) -> Report {
         req_latency: d.stats.lat.summary(),
         ack_latency: (!o.auto_ack).then(|| d.stats.ack_lat.summary()),
         errors: st.errors,
-        verify: Some(Verify::new(expected, d.unique.min(confirmed), d.deliveries - d.unique)),
+        verify: Some(Verify::new(
+            expected,
+            d.unique.min(confirmed),
+            d.deliveries - d.unique,
+        )),
         proc: d.proc,
         notes,
         ..Report::default()
@@ -172,11 +181,24 @@ fn drain(ctx: &Ctx, queue: &str, expected: u64, o: &DrainOpts, timed: bool) -> D
     let workers: Vec<_> = (0..o.conns)
         .map(|i| {
             let (phase, progress, path) = (phase.clone(), progress.clone(), path.clone());
-            let mut client = Client::new(ctx.target.clone(), Duration::from_millis(o.wait_ms) + super::HTTP_TIMEOUT);
+            let mut client = Client::new(
+                ctx.target.clone(),
+                Duration::from_millis(o.wait_ms) + super::HTTP_TIMEOUT,
+            );
             let (group, auto_ack) = (ctx.group.clone(), o.auto_ack);
             thread::Builder::new()
                 .name(format!("drain-{i}"))
-                .spawn(move || drain_loop(&mut client, &path, group.as_deref(), auto_ack, t0, &progress, &phase))
+                .spawn(move || {
+                    drain_loop(
+                        &mut client,
+                        &path,
+                        group.as_deref(),
+                        auto_ack,
+                        t0,
+                        &progress,
+                        &phase,
+                    )
+                })
                 .expect("spawn drain worker")
         })
         .collect();
@@ -189,11 +211,16 @@ fn drain(ctx: &Ctx, queue: &str, expected: u64, o: &DrainOpts, timed: bool) -> D
             break;
         }
         if t0.elapsed() > last + o.idle {
-            notes.push(format!("stopped: nothing confirmed for {:?} ({done} of {expected})", o.idle));
+            notes.push(format!(
+                "stopped: nothing confirmed for {:?} ({done} of {expected})",
+                o.idle
+            ));
             break;
         }
         if t0.elapsed() > o.max {
-            notes.push(format!("stopped: --max-secs reached ({done} of {expected})"));
+            notes.push(format!(
+                "stopped: --max-secs reached ({done} of {expected})"
+            ));
             break;
         }
     }
@@ -260,7 +287,9 @@ fn drain_loop(
         st.msgs += confirmed;
         st.total += confirmed;
         progress.confirmed.fetch_add(confirmed, Ordering::Relaxed);
-        progress.last_us.fetch_max(us(t0.elapsed()), Ordering::Relaxed);
+        progress
+            .last_us
+            .fetch_max(us(t0.elapsed()), Ordering::Relaxed);
     }
     (st, ids)
 }

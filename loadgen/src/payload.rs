@@ -57,7 +57,10 @@ pub fn now_unix_ns() -> u64 {
 /// payload is about `bytes` long (never shorter than the fixed fields).
 pub fn write_payload(out: &mut Vec<u8>, seq: u64, ts: u64, bytes: usize) {
     let start = out.len();
-    let _ = write!(out, "{{\"message\":\"Hello World\",\"seq\":{seq},\"ts\":{ts},\"pad\":\"");
+    let _ = write!(
+        out,
+        "{{\"message\":\"Hello World\",\"seq\":{seq},\"ts\":{ts},\"pad\":\""
+    );
     let used = out.len() - start + 2;
     out.resize(out.len() + bytes.saturating_sub(used), b'x');
     out.extend_from_slice(b"\"}");
@@ -147,8 +150,18 @@ mod tests {
         let mut rng = Rng::new(1);
         let mut out = Vec::new();
         let items = [
-            Item { queue: "q", partition: "p0", seq: 1, ts: 5 },
-            Item { queue: "q", partition: "p1", seq: 2, ts: 6 },
+            Item {
+                queue: "q",
+                partition: "p0",
+                seq: 1,
+                ts: 5,
+            },
+            Item {
+                queue: "q",
+                partition: "p1",
+                seq: 2,
+                ts: 6,
+            },
         ];
         write_push_body(&mut out, &mut rng, &items, 100);
         let v: serde_json::Value = serde_json::from_slice(&out).unwrap();

@@ -38,7 +38,10 @@ impl fmt::Display for HttpError {
             HttpError::Connect(e) => write!(f, "connect: {e}"),
             // A read timeout (SO_RCVTIMEO) surfaces as EAGAIN: name it.
             HttpError::Io(e)
-                if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) =>
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
             {
                 write!(f, "timed out waiting for the response")
             }
@@ -46,7 +49,10 @@ impl fmt::Display for HttpError {
             HttpError::Closed => write!(f, "connection closed mid-response"),
             HttpError::Malformed(why) => write!(f, "malformed response: {why}"),
             HttpError::Unsolicited(n) => {
-                write!(f, "server sent {n} unsolicited bytes after the previous response")
+                write!(
+                    f,
+                    "server sent {n} unsolicited bytes after the previous response"
+                )
             }
         }
     }
@@ -269,8 +275,8 @@ impl Client {
             let line = std::str::from_utf8(&self.rbuf[..line_end])
                 .map_err(|_| HttpError::Malformed("chunk size"))?;
             let hex = line.split(';').next().unwrap_or("").trim();
-            let size = usize::from_str_radix(hex, 16)
-                .map_err(|_| HttpError::Malformed("chunk size"))?;
+            let size =
+                usize::from_str_radix(hex, 16).map_err(|_| HttpError::Malformed("chunk size"))?;
             self.rbuf.drain(..line_end + 2);
             if size == 0 {
                 // Trailers (normally none) end with an empty line.
@@ -303,7 +309,8 @@ struct Head {
 
 impl Head {
     fn parse(bytes: &[u8]) -> Result<Head, HttpError> {
-        let text = std::str::from_utf8(bytes).map_err(|_| HttpError::Malformed("non-UTF-8 head"))?;
+        let text =
+            std::str::from_utf8(bytes).map_err(|_| HttpError::Malformed("non-UTF-8 head"))?;
         let mut lines = text.split("\r\n");
         let status_line = lines.next().unwrap_or("");
         let mut parts = status_line.splitn(3, ' ');
@@ -327,8 +334,11 @@ impl Head {
             };
             let value = value.trim();
             if name.eq_ignore_ascii_case("content-length") {
-                head.content_length =
-                    Some(value.parse().map_err(|_| HttpError::Malformed("content-length"))?);
+                head.content_length = Some(
+                    value
+                        .parse()
+                        .map_err(|_| HttpError::Malformed("content-length"))?,
+                );
             } else if name.eq_ignore_ascii_case("transfer-encoding") {
                 head.chunked = value.to_ascii_lowercase().contains("chunked");
             } else if name.eq_ignore_ascii_case("connection") {
@@ -403,7 +413,9 @@ mod tests {
 
     #[test]
     fn bytes_after_a_response_fail_the_next_request_unsent() {
-        let t = serve(vec![b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\nHTTP/1.1 400 Bad\r\n\r\n"]);
+        let t = serve(vec![
+            b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\nHTTP/1.1 400 Bad\r\n\r\n",
+        ]);
         let mut c = Client::new(t, Duration::from_secs(5));
         assert_eq!(c.get("/a").unwrap(), 200);
         assert!(matches!(c.get("/b"), Err(HttpError::Unsolicited(_))));
