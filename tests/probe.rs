@@ -215,3 +215,137 @@ fn with_allowed_hosts_set_a_rebound_host_name_gets_421() {
     assert_eq!(st.code(), Some(1));
     assert!(bad.log().contains("QUEEN_ALLOWED_HOSTS"), "{}", bad.log());
 }
+
+const TENANT_A: &str = "11111111-1111-4111-8111-111111111111";
+const TENANT_B: &str = "22222222-2222-4222-8222-222222222222";
+
+fn as_tenant(b: &Broker, tenant: &str, method: &str, path: &str, body: Option<&Value>) -> Resp {
+    let body = body.map(|v| v.to_string().into_bytes());
+    let mut h = vec![("x-queen-tenant", tenant)];
+    if body.is_some() {
+        h.push(("Content-Type", "application/json"));
+    }
+    send(b, method, path, &h, body.as_deref())
+}
+
+/// `v` with the keys that name the probed id itself removed, so two answers
+/// about two different ids can be compared.
+fn without(mut v: Value, keys: &[&str]) -> Value {
+    match &mut v {
+        Value::Object(o) => {
+            for k in keys {
+                o.remove(*k);
+            }
+            for (_, x) in o.iter_mut() {
+                *x = without(x.take(), keys);
+            }
+        }
+        Value::Array(a) => {
+            for x in a.iter_mut() {
+                *x = without(x.take(), keys);
+            }
+        }
+        _ => {}
+    }
+    v
+}
+
+/// Issue 17, point 2: with native tenancy, tenant A cannot extend, ack or require
+/// tenant B's lease, and each answer is exactly the one for an id that does not exist.
+#[test]
+fn another_tenants_lease_and_partition_answer_as_ones_that_do_not_exist() {
+    let db = Db::fresh();
+    let b = Broker::builder(&db)
+        .env("QUEEN_TENANCY_HEADER", "1")
+        .env("QUEEN_KV_TRUSTED_PROXY", "1")
+        .start();
+    let push = json!({"items": [{"queue": "lq", "transactionId": "t1", "payload": 1}]});
+    assert_eq!(
+        as_tenant(&b, TENANT_B, "POST", "/api/v1/push", Some(&push)).status,
+        201
+    );
+    let pop = as_tenant(&b, TENANT_B, "GET", "/api/v1/pop/queue/lq?wait=false", None);
+    assert_eq!(pop.status, 200, "{}", pop.text());
+    let pop = pop.json();
+    let lease = pop["leaseId"].as_str().unwrap().to_string();
+    let pid = pop["messages"][0]["partitionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let expires = |db: &Db| {
+        db.count(
+            "SELECT extract(epoch FROM lease_expires_at)::bigint FROM queen.partition_consumers \
+             WHERE worker_id = $1::text::uuid",
+            &[&lease],
+        )
+    };
+    let before = expires(&db);
+    let (nobody_lease, nobody_pid) = (random_uuid(), random_uuid());
+
+    // Lease extension.
+    let ext = |l: &str| {
+        let r = as_tenant(
+            &b,
+            TENANT_A,
+            "POST",
+            &format!("/api/v1/lease/{l}/extend"),
+            Some(&json!({"seconds": 604800})),
+        );
+        (r.status, without(r.json(), &["leaseId"]))
+    };
+    assert_eq!(ext(&lease), ext(&nobody_lease), "A extending B's lease");
+    assert_eq!(expires(&db), before, "B's lease was not extended");
+
+    // Ack on B's partition.
+    let ack = |p: &str| {
+        let body = json!({"transactionId": "t1", "partitionId": p, "leaseId": lease,
+                          "status": "completed"});
+        let r = as_tenant(&b, TENANT_A, "POST", "/api/v1/ack", Some(&body));
+        (r.status, without(r.json(), &["partitionId"]))
+    };
+    let (theirs, none) = (ack(&pid), ack(&nobody_pid));
+    assert_eq!(theirs, none, "A acking on B's partition");
+    assert!(!theirs.1.to_string().contains("Default"), "{theirs:?}");
+
+    // A transaction requiring B's lease.
+    let txn = |l: &str| {
+        let body = json!({"operations": [{"type": "push", "items": [{"queue": "aq", "payload": 1}]}],
+                          "requiredLeases": [l]});
+        let r = as_tenant(&b, TENANT_A, "POST", "/api/v1/transaction", Some(&body));
+        (r.status, without(r.json(), &["transactionId"]))
+    };
+    assert_eq!(txn(&lease), txn(&nobody_lease), "A requiring B's lease");
+
+    // B's claim is intact: B acks its message.
+    let body = json!({"transactionId": "t1", "partitionId": pid, "leaseId": lease,
+                      "status": "completed"});
+    let r = as_tenant(&b, TENANT_B, "POST", "/api/v1/ack", Some(&body));
+    assert_eq!(r.json()[0]["success"], true, "{}", r.text());
+}
+
+/// Issue 17, point 6: the proxy sets one tenant; two headers or a list are refused.
+#[test]
+fn two_tenant_headers_or_a_list_in_one_are_a_400() {
+    let db = Db::fresh();
+    let b = Broker::builder(&db)
+        .env("QUEEN_TENANCY_HEADER", "1")
+        .env("QUEEN_KV_TRUSTED_PROXY", "1")
+        .start();
+    let path = "/api/v1/resources/queues";
+    let r = send(
+        &b,
+        "GET",
+        path,
+        &[("x-queen-tenant", TENANT_A), ("x-queen-tenant", TENANT_B)],
+        None,
+    );
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(error_text(&r).contains("x-queen-tenant"), "{}", r.text());
+    let list = format!("{TENANT_A}, {TENANT_B}");
+    let r = send(&b, "GET", path, &[("x-queen-tenant", list.as_str())], None);
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert_eq!(
+        send(&b, "GET", path, &[("x-queen-tenant", TENANT_A)], None).status,
+        200
+    );
+}

@@ -254,7 +254,8 @@ fn sec10_exp_nbf_skew_issuer_and_audience() {
         .env("JWT_AUDIENCE", "queen")
         .env("JWT_CLOCK_SKEW", "30")
         .start();
-    let base = json!({"sub": "u", "role": "admin", "iss": "https://issuer.test", "aud": "queen"});
+    let base = json!({"sub": "u", "role": "admin", "iss": "https://issuer.test", "aud": "queen",
+                      "exp": now() + 3600});
     let with = |extra: Value| {
         let mut c = base.clone();
         for (k, v) in extra.as_object().unwrap() {
@@ -264,7 +265,7 @@ fn sec10_exp_nbf_skew_issuer_and_audience() {
     };
     let get = |auth: String| call(&b, "GET", "/api/v1/dlq", Some(&auth), None);
     assert_eq!(get(with(json!({"exp": now() + 60}))).status, 200);
-    assert_eq!(get(with(json!({}))).status, 200, "exp is optional");
+    assert_eq!(get(with(json!({}))).status, 200);
     assert_eq!(
         get(with(json!({"exp": now() - 10}))).status,
         200,
@@ -294,7 +295,7 @@ fn sec10_exp_nbf_skew_issuer_and_audience() {
 fn sec10_iss_and_aud_are_not_checked_when_unset() {
     let db = Db::fresh();
     let b = hs_broker(&db).start();
-    let t = hs(json!({"sub": "u", "role": "admin", "iss": "x", "aud": "y"}));
+    let t = hs(json!({"sub": "u", "role": "admin", "iss": "x", "aud": "y", "exp": now() + 3600}));
     assert_eq!(
         call(&b, "GET", "/api/v1/dlq", Some(&bearer(&t)), None).status,
         200
@@ -360,9 +361,10 @@ fn sec12_roles_from_string_and_array_claims_with_mapped_names() {
             None,
         )
     };
-    let admin_str = hs(json!({"sub": "a", "grp": "superuser"}));
-    let admin_arr = hs(json!({"sub": "a", "perms": ["viewer", "superuser"]}));
-    let default_name = hs(json!({"sub": "a", "role": "admin", "roles": ["admin"]}));
+    let admin_str = hs(json!({"sub": "a", "grp": "superuser", "exp": now() + 3600}));
+    let admin_arr = hs(json!({"sub": "a", "perms": ["viewer", "superuser"], "exp": now() + 3600}));
+    let default_name =
+        hs(json!({"sub": "a", "role": "admin", "roles": ["admin"], "exp": now() + 3600}));
     assert_ne!(maint(&admin_str).status, 403);
     assert_ne!(maint(&admin_str).status, 401);
     assert_ne!(maint(&admin_arr).status, 403);
@@ -371,7 +373,7 @@ fn sec12_roles_from_string_and_array_claims_with_mapped_names() {
         403,
         "default names are remapped"
     );
-    let viewer = hs(json!({"sub": "v", "perms": ["viewer"]}));
+    let viewer = hs(json!({"sub": "v", "perms": ["viewer"], "exp": now() + 3600}));
     assert_eq!(
         call(&b, "GET", "/api/v1/dlq", Some(&bearer(&viewer)), None).status,
         200
@@ -529,7 +531,9 @@ fn sec15_health_and_metrics_stay_public_whatever_the_skip_paths() {
 fn sec16_producer_sub_comes_from_the_token_never_the_body() {
     let db = Db::fresh();
     let b = hs_broker(&db).start();
-    let t = bearer(&hs(json!({"sub": "alice", "role": "read-write"})));
+    let t = bearer(&hs(
+        json!({"sub": "alice", "role": "read-write", "exp": now() + 3600}),
+    ));
     let body = json!({"items": [{"queue": "ps", "transactionId": "p1",
                                  "producerSub": "mallory", "payload": {"a": 1}}]});
     let r = call(&b, "POST", "/api/v1/push", Some(&t), Some(&body));
@@ -584,4 +588,46 @@ fn sec17_prometheus_metrics_are_public_with_jwt_on() {
     let b = hs_broker(&db).start();
     let r = call(&b, "GET", "/metrics/prometheus", None, None);
     assert!(r.status != 401 && r.status != 403, "{}", r.status);
+}
+
+/// Issue 17, point 4: a time claim that is present but not a whole number of
+/// seconds in range was read as absent, so such a token never expired; and a
+/// token without `exp` is refused unless `JWT_REQUIRE_EXP=false`.
+#[test]
+fn malformed_time_claims_and_a_missing_exp_are_401() {
+    let db = Db::fresh();
+    let strict = hs_broker(&db).start();
+    let lax = hs_broker(&db).env("JWT_REQUIRE_EXP", "false").start();
+    let get = |b: &Broker, extra: Value| {
+        let mut c = json!({"sub": "u", "role": "admin"});
+        for (k, v) in extra.as_object().unwrap() {
+            c[k] = v.clone();
+        }
+        call(b, "GET", "/api/v1/dlq", Some(&bearer(&hs(c))), None)
+    };
+    let soon = now() + 3600;
+    let bad = [
+        json!({"exp": -1}),
+        json!({"exp": "never"}),
+        json!({"exp": true}),
+        json!({"exp": null}),
+        json!({"exp": 9_223_372_036_854_775_808u64}),
+        json!({"exp": soon as f64 + 0.5}),
+        json!({"exp": soon, "nbf": 1e300}),
+        json!({"exp": soon, "nbf": "now"}),
+        json!({"exp": soon, "iat": -5}),
+    ];
+    for claims in &bad {
+        for b in [&strict, &lax] {
+            let r = get(b, claims.clone());
+            assert_eq!(r.status, 401, "{claims}: {}", r.text());
+            assert_401(&r, "Invalid token time claim");
+        }
+    }
+    assert_401(&get(&strict, json!({})), "Token has no expiry");
+    assert_eq!(get(&lax, json!({})).status, 200, "JWT_REQUIRE_EXP=false");
+    assert_eq!(
+        get(&strict, json!({"exp": soon, "nbf": now() - 5})).status,
+        200
+    );
 }

@@ -18,32 +18,39 @@ END $$;
 
 -- ---------------------------------------------------------------------------
 -- queen.extend_lease(p)
---   in : {leaseId, seconds}
+--   in : {tenant, leaseId, seconds}; only claims on the tenant's partitions count,
+--        so another tenant's lease answers exactly as one that does not exist
 --   out: {leaseId, success:true, expiresAt, newExpiresAt}
 --      | {leaseId, success:false, error:"Lease not found"|"Lease already expired"}
 -- ---------------------------------------------------------------------------
 CREATE OR REPLACE FUNCTION queen.extend_lease(p jsonb) RETURNS jsonb
 LANGUAGE plpgsql AS $$
 DECLARE
-    v_lease uuid := queen.try_uuid(p->>'leaseId');
-    v_secs  numeric := coalesce((p->>'seconds')::numeric, 60);
-    v_exp   timestamptz;
+    v_lease  uuid := queen.try_uuid(p->>'leaseId');
+    v_tenant uuid := coalesce(queen.try_uuid(p->>'tenant'),
+                              '00000000-0000-0000-0000-000000000001');
+    v_secs   numeric := coalesce((p->>'seconds')::numeric, 60);
+    v_exp    timestamptz;
 BEGIN
     IF v_lease IS NULL THEN
         RETURN jsonb_build_object('leaseId', p->>'leaseId', 'success', false,
                                   'error', 'Lease not found');
     END IF;
     WITH u AS (
-        UPDATE queen.partition_consumers
-           SET lease_expires_at = greatest(lease_expires_at, now() + v_secs * interval '1 second')
-         WHERE worker_id = v_lease AND lease_expires_at > now()
-        RETURNING lease_expires_at)
+        UPDATE queen.partition_consumers pc
+           SET lease_expires_at = greatest(pc.lease_expires_at, now() + v_secs * interval '1 second')
+          FROM queen.partitions pt JOIN queen.queues q ON q.id = pt.queue_id
+         WHERE pc.worker_id = v_lease AND pc.lease_expires_at > now()
+           AND pt.id = pc.partition_id AND q.tenant_id = v_tenant
+        RETURNING pc.lease_expires_at)
     SELECT max(lease_expires_at) INTO v_exp FROM u;
 
     IF v_exp IS NULL THEN
         RETURN jsonb_build_object('leaseId', v_lease, 'success', false,
-            'error', CASE WHEN EXISTS (SELECT 1 FROM queen.partition_consumers
-                                        WHERE worker_id = v_lease)
+            'error', CASE WHEN EXISTS (SELECT 1 FROM queen.partition_consumers pc
+                                         JOIN queen.partitions pt ON pt.id = pc.partition_id
+                                         JOIN queen.queues q ON q.id = pt.queue_id
+                                        WHERE pc.worker_id = v_lease AND q.tenant_id = v_tenant)
                           THEN 'Lease already expired' ELSE 'Lease not found' END);
     END IF;
     RETURN jsonb_build_object('leaseId', v_lease, 'success', true,
@@ -201,8 +208,10 @@ BEGIN
                        e.v->>'leaseId' AS lease_txt
                   FROM jsonb_array_elements(p_items) WITH ORDINALITY AS e(v, ord)
                  WHERE NOT (e.ord::int = ANY (v_done))) i
-          LEFT JOIN queen.partitions pt ON pt.id = i.pid
-          LEFT JOIN queen.queues q ON q.id = pt.queue_id AND q.tenant_id = p_tenant
+          -- only the caller's tenant's partitions: another tenant's answers as none
+          LEFT JOIN (queen.partitions pt
+                     JOIN queen.queues q ON q.id = pt.queue_id AND q.tenant_id = p_tenant)
+                 ON pt.id = i.pid
           LEFT JOIN queen.messages m ON m.partition_id = i.pid AND m.transaction_id = i.txid
                                     AND q.id IS NOT NULL
          ORDER BY (m.id IS NOT NULL), i.pid, i.grp, m.created_at, m.id, i.ord

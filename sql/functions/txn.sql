@@ -1,7 +1,5 @@
 -- Transaction endpoint: pushes and acks applied all-or-nothing.
 
--- Transaction endpoint: pushes and acks applied all-or-nothing.
-
 -- ---------------------------------------------------------------------------
 -- queen.transaction(p)
 --   in : {tenant, requiredLeases:[leaseId...],
@@ -38,11 +36,14 @@ DECLARE
     v_idx     int := 0;
     r         jsonb;
 BEGIN
-    -- every required lease must be live before anything is applied
+    -- every required lease must be live, on the caller's tenant's partitions,
+    -- before anything is applied
     SELECT l INTO v_bad
       FROM jsonb_array_elements_text(coalesce(p->'requiredLeases', '[]'::jsonb)) AS l
      WHERE l IS NOT NULL AND l <> ''
        AND NOT EXISTS (SELECT 1 FROM queen.partition_consumers pc
+                         JOIN queen.partitions pt ON pt.id = pc.partition_id
+                         JOIN queen.queues q ON q.id = pt.queue_id AND q.tenant_id = v_tenant
                         WHERE pc.worker_id = queen.try_uuid(l) AND pc.lease_expires_at > now())
      LIMIT 1;
     IF FOUND THEN

@@ -1,5 +1,6 @@
 //! `POST /api/v1/lease/:leaseId/extend` (http-api.md §6): prolongs every
-//! live claim carrying the lease. Answers an object (client-preferred);
+//! live claim carrying the lease, in the caller's tenant only (a lease of
+//! another tenant answers as one that does not exist). Answers an object (client-preferred);
 //! an unknown or expired lease is 200 with `success: false` and no
 //! `newExpiresAt`.
 
@@ -36,11 +37,13 @@ pub async fn handle(shard: &Rc<Shard>, req: &Request, lease: &str) -> Result<Res
             &json!({ "leaseId": lease, "success": false, "error": "Lease not found" }),
         ));
     }
+    // Issue 17: a lease id alone must not reach another tenant's claim.
+    let tenant = crate::auth::tenant(&shard.cfg.auth, req)?;
     let r = shard
         .db
         .call(
             Proc::ExtendLease,
-            json!({ "leaseId": lease, "seconds": seconds }),
+            json!({ "tenant": tenant, "leaseId": lease, "seconds": seconds }),
         )
         .await?;
     let body = if r.get("success").and_then(Value::as_bool) == Some(true) {

@@ -22,6 +22,10 @@ pub const DEFAULT_JWT_ENABLED: bool = false;
 /// `QUEEN_TENANCY_HEADER` when unset (config.md §10): off, every request in
 /// the default tenant.
 pub const DEFAULT_TENANCY_HEADER: bool = false;
+/// `JWT_REQUIRE_EXP` when unset: a token that never expires is a key that
+/// cannot be taken back, so one without `exp` is refused unless the operator
+/// says otherwise (issue 17).
+pub const DEFAULT_REQUIRE_EXP: bool = true;
 /// Tolerance for `exp`/`nbf` when `JWT_CLOCK_SKEW` is unset (config.md §5).
 pub const DEFAULT_CLOCK_SKEW_S: u64 = 30;
 /// `JWT_SKIP_PATHS` when unset (config.md §5).
@@ -88,6 +92,8 @@ pub struct AuthConfig {
     pub audience: Option<String>,
     /// `JWT_CLOCK_SKEW` in seconds.
     pub clock_skew_s: u64,
+    /// `JWT_REQUIRE_EXP`: a token without `exp` is refused.
+    pub require_exp: bool,
     /// `JWT_SKIP_PATHS`, exact raw paths.
     pub skip_paths: Vec<String>,
     /// `JWT_ROLES_CLAIM`.
@@ -109,6 +115,7 @@ impl fmt::Debug for AuthConfig {
             .field("issuer", &self.issuer)
             .field("audience", &self.audience)
             .field("clock_skew_s", &self.clock_skew_s)
+            .field("require_exp", &self.require_exp)
             .field("skip_paths", &self.skip_paths)
             .field("tenancy_header", &self.tenancy_header)
             .finish()
@@ -271,6 +278,7 @@ impl AuthConfig {
             issuer: get("JWT_ISSUER"),
             audience: get("JWT_AUDIENCE"),
             clock_skew_s,
+            require_exp: env.bool("JWT_REQUIRE_EXP", DEFAULT_REQUIRE_EXP)?,
             skip_paths,
             roles_claim: named("JWT_ROLES_CLAIM", DEFAULT_ROLES_CLAIM),
             roles_array_claim: named("JWT_ROLES_ARRAY_CLAIM", DEFAULT_ROLES_ARRAY_CLAIM),

@@ -59,6 +59,10 @@ pub mod reason {
     pub const ISSUER: &str = "Invalid token issuer";
     /// `aud` mismatch.
     pub const AUDIENCE: &str = "Invalid token audience";
+    /// `exp`, `nbf` or `iat` present but not a time.
+    pub const BAD_TIME: &str = "Invalid token time claim";
+    /// No `exp` while `JWT_REQUIRE_EXP` is on.
+    pub const NO_EXP: &str = "Token has no expiry";
     /// `kid` not in the JWKS, even after a refetch.
     pub const UNKNOWN_KID: &str = "Unknown key ID";
 }
@@ -137,6 +141,7 @@ fn validate(cfg: &AuthConfig, token: &str) -> Result<Grant, &'static str> {
         _ => reason::SIGNATURE,
     })?;
     let claims = data.claims;
+    check_times(cfg, &claims)?;
     if cfg.issuer.is_some() && !claims.contains_key("iss") {
         return Err(reason::ISSUER);
     }
@@ -175,6 +180,31 @@ fn validate(cfg: &AuthConfig, token: &str) -> Result<Grant, &'static str> {
             .map(str::to_string),
         stale_at,
     })
+}
+
+/// Latest time claim accepted, in seconds since the epoch: the end of year
+/// 9999, as far as any date format goes. Above it a claim is not a time.
+const MAX_TIME_CLAIM_S: u64 = 253_402_300_799;
+
+/// The time claims the decoder let through (issue 17): it treats an `exp` or
+/// `nbf` that is not a number in range (`-1`, `"never"`, `true`, `2^63`,
+/// `1e300`) as absent, so such a token never expired. Here a present time
+/// claim must be a whole number from 0 to [`MAX_TIME_CLAIM_S`] (the decoder
+/// compares whole seconds only, so a fractional `exp` would go unchecked
+/// too), and `exp` must be present unless `JWT_REQUIRE_EXP=false`. In range,
+/// the decoder's own `exp`/`nbf` checks (with the skew) stand.
+fn check_times(cfg: &AuthConfig, claims: &Map<String, Value>) -> Result<(), &'static str> {
+    for name in ["exp", "nbf", "iat"] {
+        match claims.get(name) {
+            None => {}
+            Some(Value::Number(n)) if n.as_u64().is_some_and(|t| t <= MAX_TIME_CLAIM_S) => {}
+            Some(_) => return Err(reason::BAD_TIME),
+        }
+    }
+    if cfg.require_exp && !claims.contains_key("exp") {
+        return Err(reason::NO_EXP);
+    }
+    Ok(())
 }
 
 /// The grant of `token`, from this shard's cache or validated and cached.
