@@ -12,7 +12,7 @@
 //! transparent huge pages; on this workload those kept the broker's resident
 //! set at 42-51 MiB (with huge pages, 133 MiB) against 36 MiB with glibc.
 //! Without huge pages (`no_thp` feature) and purging at once, the peak is
-//! 37-38 MiB at a small CPU cost (bench/RESULTS.md, session 4).
+//! 37-38 MiB at a small CPU cost (bench/history/2026-11-diary.md, session 4).
 
 use libmimalloc_sys as mi;
 

@@ -172,7 +172,7 @@ fn two_brokers_on_one_database_never_run_the_same_job_at_once() {
     drop((b1, b2));
 }
 
-/// Dead letters and traces of a message hang on it (sql/080 keeps the old
+/// Dead letters and traces of a message hang on it (schema/005_message_refs.sql keeps the old
 /// foreign key's cascade with a statement trigger): `(dlq, traces)` rows of
 /// the messages of `queue`.
 fn refs_of(db: &Db, queue: &str) -> (i64, i64) {

@@ -1,7 +1,7 @@
 //! Issue 3's cleanup job and bounded detail views: idle empty partitions and
-//! old metrics rows go away on their own (semantics.md §12 steps 3-4, sql/076),
+//! old metrics rows go away on their own (semantics.md §12 steps 3-4, sql/functions/cleanup.sql),
 //! `errors.ackFailed` of `/status` counts failed ack items, and the queue
-//! detail views page their partitions (sql/075).
+//! detail views page their partitions (sql/functions/resources.sql, status.sql).
 mod common;
 
 use common::*;

@@ -1,5 +1,5 @@
 //! Consumer-group administration (http-api.md §11), run on the shards; each
-//! call is one `queen.cg_*` procedure (sql/010_groups.sql) on a DB thread.
+//! call is one `queen.cg_*` procedure (sql/functions/groups.sql) on a DB thread.
 //!
 //! Decisions where the spec is silent:
 //! - The detail lists one page of partitions per queue (`limit` default 1,000,
@@ -18,7 +18,7 @@
 //!   there for an hour, else `Stable`.
 //! - `lagging` takes `limit` (default 1000, at most 10,000) and `offset`,
 //!   most lagging first; on queues over 1,000 partitions both the list and
-//!   `lagging` read the stats roll-up (sql/015, sql/019).
+//!   `lagging` read the stats roll-up (sql/functions/stats.sql).
 
 use super::reply::ok_json;
 use super::{admin, params};
@@ -75,7 +75,7 @@ pub async fn lagging(shard: &Rc<Shard>, req: &Request) -> Result<Response, ApiEr
 /// `GET /api/v1/consumer-groups/{group}`.
 pub async fn detail(shard: &Rc<Shard>, req: &Request, group: &str) -> Result<Response, ApiError> {
     use super::status::{DETAIL_PARTITIONS_DEFAULT, DETAIL_PARTITIONS_MAX};
-    // one page of partitions per queue (sql/078_group_detail.sql)
+    // one page of partitions per queue (`queen.cg_detail`, sql/functions/groups.sql)
     let (limit, offset) = admin::paging(req, DETAIL_PARTITIONS_DEFAULT, DETAIL_PARTITIONS_MAX)?;
     let r = shard
         .db

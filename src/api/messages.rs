@@ -1,6 +1,6 @@
 //! Messages and dead letters (http-api.md §9): listing, detail, delete, retry
 //! from the DLQ, manual move to the DLQ, DLQ delete and replay by row id.
-//! Runs on the shards; each call is one procedure of sql/012_messages.sql.
+//! Runs on the shards; each call is one procedure of sql/functions/messages.sql.
 //!
 //! Decisions: `limit` is 1..=1000 (default 200), `offset` ≥ 0; a bad value is
 //! a 400 naming it, as is an unknown `status` or a malformed `from`/`to`. A

@@ -4,7 +4,7 @@
 //! (`Shard::conflation`, see `shard/conflation.rs`).
 //!
 //! A group's policy is stored with its subscription registration
-//! (`consumer_groups_metadata.conflation`, see `sql/070_conflation.sql`);
+//! (`consumer_groups_metadata.conflation`, see `sql/functions/conflation.sql`);
 //! the first registration decides it, later declarations never change it.
 //! `try_conflated` (called by `pop.rs` before its normal `queen.pop` call)
 //! goes to `queen.pop_conflated` when the request asks for

@@ -1,11 +1,11 @@
 //! Resource catalogue (http-api.md §8): queues, one queue, depth, delete,
 //! namespaces, tasks, overview, partitions and clear. Runs on the shards;
 //! each call is one `queen.res_*` / `queen.queue_clear` procedure
-//! (sql/011_resources.sql) on a DB thread.
+//! (sql/functions/resources.sql) on a DB thread.
 //!
 //! Decisions: counts come from index-only ranges per partition, relative to
 //! the queue-mode cursor (else the furthest-behind group), for scopes of at
-//! most 1,000 partitions; larger scopes read the stats roll-up (sql/015,
+//! most 1,000 partitions; larger scopes read the stats roll-up (sql/functions/stats.sql,
 //! src/jobs/stats.rs) and report its age as `statsAge` (0 when live). `GET /resources/partitions` is paged (`limit`
 //! default 100, at most 1000) and a bad `limit`/`offset` is a 400 naming it.
 //! `GET /resources/queues/{queue}` lists one page of partitions (`limit`
@@ -55,7 +55,7 @@ pub async fn queues(shard: &Rc<Shard>, req: &Request) -> Result<Response, ApiErr
 }
 
 /// `GET /api/v1/resources/queues/{queue}`: one page of partitions (`limit`,
-/// `offset`, sql/075_detail_pages.sql) and whole-queue totals.
+/// `offset`, `queen.res_queue` in sql/functions/resources.sql) and whole-queue totals.
 pub async fn queue(shard: &Rc<Shard>, req: &Request, queue: &str) -> Result<Response, ApiError> {
     use super::status::{DETAIL_PARTITIONS_DEFAULT, DETAIL_PARTITIONS_MAX};
     let (limit, offset) = admin::paging(req, DETAIL_PARTITIONS_DEFAULT, DETAIL_PARTITIONS_MAX)?;

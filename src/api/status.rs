@@ -1,6 +1,6 @@
 //! Status and analytics endpoints the dashboard reads (http-api.md §12).
 //! Runs on the shards; each view is one `queen.status_view` call
-//! (sql/017_status.sql) on a DB thread, plus the figures only this process
+//! (sql/functions/status.sql) on a DB thread, plus the figures only this process
 //! knows (request counters, shards, parked pops) read from the metrics board.
 //!
 //! Decisions: counts come from `queen.pcounts` (live for scopes of at most
@@ -106,7 +106,7 @@ pub async fn queues(shard: &Rc<Shard>, req: &Request) -> Result<Response, ApiErr
 
 /// `GET /api/v1/status/queues/{queue}`: the queue with one page of its
 /// partitions (`limit` default [`DETAIL_PARTITIONS_DEFAULT`], `offset`;
-/// sql/075_detail_pages.sql) and whole-queue totals.
+/// `queen.status_queue` in sql/functions/status.sql) and whole-queue totals.
 pub async fn queue(shard: &Rc<Shard>, req: &Request, queue: &str) -> Result<Response, ApiError> {
     let (limit, offset) = admin::paging(req, DETAIL_PARTITIONS_DEFAULT, DETAIL_PARTITIONS_MAX)?;
     let arg = json!({"tenant": admin::tenant(req), "queue": queue,

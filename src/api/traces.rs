@@ -1,6 +1,6 @@
 //! Message traces (http-api.md §10): record an event on a message, read a
 //! message's events, events by trace name, and the names with counts. Runs on
-//! the shards; each call is one procedure of sql/013_traces.sql.
+//! the shards; each call is one procedure of sql/functions/traces.sql.
 //!
 //! Decisions: an unknown message is a 404 `{"success": false, "error":
 //! "Message not found"}` (the spec allows it; the client only logs it).

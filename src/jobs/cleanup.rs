@@ -7,7 +7,7 @@
 //! # Threads and ownership
 //! Shard 0 owns the schedule (a glommio timer every `CLEANUP_INTERVAL`); each
 //! round is one `Proc::Cleanup` call on the DB thread group (`queen.cleanup`,
-//! sql/076) in its own transaction under the try advisory lock 737005, at most
+//! sql/functions/cleanup.sql) in its own transaction under the try advisory lock 737005, at most
 //! `RETENTION_BATCH_SIZE` partitions and rows per table; full rounds are chained
 //! up to [`super::schedule::MAX_ROUNDS`] per cycle like the other jobs.
 //!

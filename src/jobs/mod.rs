@@ -6,13 +6,13 @@
 //! # Threads and ownership
 //! Shard 0 owns the schedule: one glommio task per job sleeps its interval
 //! (glommio timer), then sends `Proc::Maintenance` rounds to the DB thread
-//! group like any request. The SQL side (`queen.maintenance`, sql/014,
-//! redefined by sql/079) does one bounded round per call in its own
+//! group like any request. The SQL side (`queen.maintenance`,
+//! sql/functions/jobs.sql) does one bounded round per call in its own
 //! transaction under a try advisory lock per job, so one broker of a cluster
 //! runs a job at a time and a busy lock is a skip. A round deletes its victims
 //! by primary key and commits asynchronously (a round lost in a crash is
 //! redone by the next: its rows are still eligible), so at 5,000 msg/s the
-//! job's rounds cost push little (bench/RESULTS.md, session 4). A round that hit its batch size is repeated at once (up to
+//! job's rounds cost push little (bench/history/2026-11-diary.md, session 4). A round that hit its batch size is repeated at once (up to
 //! [`MAX_ROUNDS`]) so the job keeps up with inflow without long transactions.
 //! Expired-lease reclaim runs on the eviction interval.
 

@@ -14,7 +14,7 @@
 //! chains as many rounds as the partitions stale at its start need (the first
 //! round reports that count), at most [`super::schedule::MAX_ROUNDS`]. A rescan adds the
 //! rows appended since the previous one and counts from scratch only when rows
-//! were deleted or the reconcile interval passed (sql/081).
+//! were deleted or the reconcile interval passed (sql/functions/stats.sql).
 //! `POST /api/v1/stats/refresh` runs the same rounds at once with `force`
 //! (every partition rescanned), bypassing the interval.
 

@@ -25,7 +25,7 @@
 //!   that repeats (crash after commit, before the segment was deleted) stores
 //!   nothing twice: PostgreSQL finds the item's own id under its transaction
 //!   id and answers it as stored (`queued`, not `duplicate`), without moving
-//!   the partition's newest-message pointer (sql/064).
+//!   the partition's newest-message pointer (`queen.push_typed`, sql/functions/push.sql).
 //! - Events of a queue deleted while spooled are replayed like any push:
 //!   a push (re)creates its queue, and the spool cannot tell "deleted while
 //!   down" from "first push to a new queue during the outage". Nothing is

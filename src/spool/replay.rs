@@ -58,7 +58,7 @@ const REPLAY_FUSED_BATCHES: usize = 10;
 /// asserts the two agree), which is what
 /// lets live pushes overlap their round trips; with two shards that is 8
 /// replay transactions, the bench's `DB_POOL_SIZE`. One lane (the previous
-/// design) drained at 0.46x the normal push rate (bench/RESULTS.md).
+/// design) drained at 0.46x the normal push rate (bench/history/2026-11-diary.md).
 pub const REPLAY_LANES: usize = 4;
 /// Records parsed between yields while a segment is decoded, so a 10,000
 /// record segment does not hold the shard's live requests for its whole parse.

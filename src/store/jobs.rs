@@ -89,13 +89,13 @@ pub enum Proc {
     TraceNames,
     /// `queen.maintenance`: one bounded background-job round (retention, eviction, lease reclaim) under its advisory lock.
     Maintenance,
-    /// `queen.stats_rollup`: one bounded round of the stats roll-up (sql/015).
+    /// `queen.stats_rollup`: one bounded round of the stats roll-up (sql/functions/stats.sql).
     StatsRollup,
-    /// `queen.status_view`: one status/analytics view of §12 (sql/017).
+    /// `queen.status_view`: one status/analytics view of §12 (sql/functions/status.sql).
     StatusView,
-    /// `queen.status_queue`: one queue's status detail, partitions paged (sql/075).
+    /// `queen.status_queue`: one queue's status detail, partitions paged (sql/functions/status.sql).
     StatusQueue,
-    /// `queen.cleanup`: one bounded round of inactive-partition and old-metrics cleanup (sql/076).
+    /// `queen.cleanup`: one bounded round of inactive-partition and old-metrics cleanup (sql/functions/cleanup.sql).
     Cleanup,
 }
 

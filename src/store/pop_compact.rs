@@ -1,5 +1,5 @@
-//! One pop attempt as one call of `queen.pop_compact` (sql/061), its
-//! column answer turned into exactly the jsonb value `queen.pop` (003)
+//! One pop attempt as one call of `queen.pop_compact` (sql/functions/pop.sql), its
+//! column answer turned into exactly the jsonb value `queen.pop`
 //! answers (`{messages:[{id, transactionId, traceId, data, producerSub,
 //! createdAt, partitionId, partition, queue, isEncrypted}], partitionsClaimed,
 //! queue, partition, partitionId, leaseExpiresAt}`), so the pop endpoint,

@@ -17,7 +17,7 @@ use serde_json::Value;
 use std::collections::HashMap;
 use uuid::Uuid;
 
-/// The statement a push batch runs (`queen.push_typed`, sql/060 as redefined by sql/064).
+/// The statement a push batch runs (`queen.push_typed`, sql/functions/push.sql).
 const SQL: &str = "SELECT pids, dup_ord, dup_id \
                    FROM queen.push_typed($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)";
 
