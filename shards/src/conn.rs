@@ -18,7 +18,7 @@ use glommio::net::TcpStream;
 use glommio::timer::Timer;
 
 use crate::http::{Decoded, Decoder, HttpError, Method, Request};
-use crate::listen::{Handler, ServerConfig};
+use crate::server::{Handler, ServerConfig};
 use crate::shutdown::LocalSignal;
 
 /// Bytes asked of the socket per read.

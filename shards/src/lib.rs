@@ -44,6 +44,7 @@ pub mod inbox;
 pub mod listen;
 pub mod pool;
 pub mod segment;
+pub mod server;
 pub mod shutdown;
 pub mod tls;
 

@@ -2,6 +2,7 @@
 //! to with raw bytes from plain threads.
 
 use super::*;
+use crate::http::{Request, Response};
 use crate::shutdown::{shutdown, ShutdownTrigger};
 use std::io::{Read as _, Write as _};
 use std::net::TcpStream;

@@ -103,7 +103,7 @@ pub struct AuthConfig {
     /// `JWT_ROLE_*`.
     pub role_names: RoleNames,
     /// `JWT_JWKS_URL` and its refresh/timeout settings.
-    pub jwks: Option<super::jwks::JwksConfig>,
+    pub jwks: Option<JwksConfig>,
 }
 
 impl fmt::Debug for AuthConfig {
@@ -145,6 +145,27 @@ fn parse_algorithm(name: &str) -> Option<Algorithm> {
 /// Whether `alg` is an HMAC algorithm.
 pub fn is_hmac(alg: Algorithm) -> bool {
     matches!(alg, Algorithm::HS256 | Algorithm::HS384 | Algorithm::HS512)
+}
+
+/// `JWT_JWKS_REFRESH_INTERVAL` default, seconds (config.md §5).
+pub const DEFAULT_JWKS_REFRESH_S: u64 = 3600;
+/// `JWT_JWKS_TIMEOUT_MS` default (config.md §5).
+pub const DEFAULT_JWKS_TIMEOUT_MS: u64 = 5000;
+
+/// The JWKS settings (`crate::auth::jwks` fetches and serves the keys).
+#[derive(Debug, Clone)]
+pub struct JwksConfig {
+    /// `JWT_JWKS_URL`.
+    pub url: String,
+    /// `JWT_JWKS_REFRESH_INTERVAL`.
+    pub refresh: std::time::Duration,
+    /// `JWT_JWKS_TIMEOUT_MS`.
+    pub timeout: std::time::Duration,
+}
+
+/// Whether JWKS keys are the source for `alg` (RS* and EdDSA).
+pub fn serves(alg: Algorithm) -> bool {
+    is_rsa(alg) || alg == Algorithm::EdDSA
 }
 
 /// Whether `alg` is an RSA PKCS#1 algorithm.
@@ -205,21 +226,20 @@ impl AuthConfig {
                         .filter(|n| *n > 0)
                         .ok_or_else(|| err(var, format!("{v:?} is not a positive number"))),
                 };
-                Some(super::jwks::JwksConfig {
+                Some(JwksConfig {
                     url,
                     refresh: std::time::Duration::from_secs(num(
                         "JWT_JWKS_REFRESH_INTERVAL",
-                        super::jwks::DEFAULT_REFRESH_S,
+                        DEFAULT_JWKS_REFRESH_S,
                     )?),
                     timeout: std::time::Duration::from_millis(num(
                         "JWT_JWKS_TIMEOUT_MS",
-                        super::jwks::DEFAULT_TIMEOUT_MS,
+                        DEFAULT_JWKS_TIMEOUT_MS,
                     )?),
                 })
             }
         };
-        let has_key =
-            |a: Algorithm| keys.for_alg(a).is_some() || (jwks.is_some() && super::jwks::serves(a));
+        let has_key = |a: Algorithm| keys.for_alg(a).is_some() || (jwks.is_some() && serves(a));
         let all = [
             Algorithm::HS256,
             Algorithm::HS384,

@@ -20,6 +20,7 @@
 //! usable key; a key set that fails to parse keeps the previous one.
 
 use super::config::{is_rsa, AuthConfig};
+pub use super::config::{serves, JwksConfig};
 use arc_swap::ArcSwap;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, Jwk, PublicKeyUse};
@@ -29,10 +30,6 @@ use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-/// `JWT_JWKS_REFRESH_INTERVAL` default, seconds (config.md §5).
-pub const DEFAULT_REFRESH_S: u64 = 3600;
-/// `JWT_JWKS_TIMEOUT_MS` default (config.md §5).
-pub const DEFAULT_TIMEOUT_MS: u64 = 5000;
 /// Unknown-`kid` refetches are at most this frequent (SEC-09).
 pub const REFETCH_MIN_GAP: Duration = Duration::from_secs(5);
 /// Pending refetch requests; more are answered at once by the caller
@@ -40,17 +37,6 @@ pub const REFETCH_MIN_GAP: Duration = Duration::from_secs(5);
 const REFETCH_QUEUE: usize = 256;
 /// Largest JWKS document accepted, bytes.
 const MAX_JWKS_BYTES: u64 = 1024 * 1024;
-
-/// The JWKS settings.
-#[derive(Debug, Clone)]
-pub struct JwksConfig {
-    /// `JWT_JWKS_URL`.
-    pub url: String,
-    /// `JWT_JWKS_REFRESH_INTERVAL`.
-    pub refresh: Duration,
-    /// `JWT_JWKS_TIMEOUT_MS`.
-    pub timeout: Duration,
-}
 
 /// One usable verification key.
 #[derive(Clone)]
@@ -200,11 +186,6 @@ fn parse(text: &str) -> Result<KeySet, String> {
         set.keys.insert(kid, Key { rsa, alg, key });
     }
     Ok(set)
-}
-
-/// Whether JWKS keys are the source for `alg` (RS* and EdDSA).
-pub fn serves(alg: Algorithm) -> bool {
-    is_rsa(alg) || alg == Algorithm::EdDSA
 }
 
 /// The key for a token with `alg` and `kid`, from the current set.
