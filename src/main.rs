@@ -62,7 +62,9 @@
 //!   the asking shard's inbox.
 //! - mesh (pinned), and with the TCP mesh its dialer, reader and listener
 //!   threads: the peer links and each batch's dedup; `MeshState` (atomics
-//!   they write and shards read).
+//!   they write and shards read); the listener's `mesh::admission` slots
+//!   (handshaking and authenticated inbound connections, behind a mutex the
+//!   listener and inbound threads share, never a shard).
 //! - jwks (`auth::jwks`, only with `JWT_JWKS_URL`): fetches the key set.
 //!
 //! Process-wide state, and why it is not a shard's:
