@@ -3,7 +3,8 @@
 #
 #   1. cargo fmt --all -- --check
 #   2. cargo clippy --workspace --all-targets -- -D warnings
-#   3. cargo test --profile ci --workspace   (tests/ start their own PostgreSQL)
+#   3. cargo test --profile ci --workspace --no-fail-fast   (tests/ start their own PostgreSQL;
+#      every test binary runs even after one fails, so a red run shows every failure)
 #   4. sql: SKIP_BENCH=1 sql/test/run.sh (the files of sql/ORDER applied as
 #      the broker applies them, twice, then the SQL-level checks of sql/test)
 #   5. real-client check: clients/python/check_client.py (queen-mq 1.3.0 from
@@ -152,7 +153,7 @@ if want clippy; then
 fi
 if want test; then
     run_step test timeout --foreground --kill-after=30 "${QUEEN_TEST_TIMEOUT:-1500}" \
-        cargo test --profile "$PROFILE" --workspace
+        cargo test --profile "$PROFILE" --workspace --no-fail-fast
 fi
 if want sql; then
     run_step sql env SKIP_BENCH=1 "$ROOT/sql/test/run.sh"
