@@ -99,10 +99,18 @@ fn check_origin(rules: EdgeRules<'_>, req: &Request) -> Result<(), ApiError> {
         return Ok(());
     }
     let origin = origin.trim();
-    let own = req.header("host").is_some_and(|host| {
-        let host = host.trim();
-        origin.eq_ignore_ascii_case(&format!("http://{host}"))
-            || origin.eq_ignore_ascii_case(&format!("https://{host}"))
+    // The broker's own origin is the host it was reached under: `Host`, or
+    // behind a reverse proxy `X-Forwarded-Host`. A page cannot forge the
+    // latter on a cross-site request: it is no CORS-safelisted header, so
+    // the browser would send a preflight first, which this broker grants only
+    // to QUEEN_CORS_ALLOW_ORIGIN (allowed here anyway).
+    let own = ["host", "x-forwarded-host"].iter().any(|h| {
+        req.header(h).is_some_and(|host| {
+            let host = host.split(',').next().unwrap_or("").trim();
+            !host.is_empty()
+                && (origin.eq_ignore_ascii_case(&format!("http://{host}"))
+                    || origin.eq_ignore_ascii_case(&format!("https://{host}")))
+        })
     });
     let allowed = rules
         .cors_allow_origin
@@ -215,6 +223,16 @@ mod tests {
         assert!(check_origin(allowed, &evil).is_ok());
         let read = req(Method::Get, &[("origin", "http://evil.example")], b"");
         assert!(check_origin(OPEN, &read).is_ok());
+        let proxied = req(
+            Method::Post,
+            &[
+                ("host", "10.0.0.5:6632"),
+                ("x-forwarded-host", "queen.example.com"),
+                ("origin", "https://queen.example.com"),
+            ],
+            b"",
+        );
+        assert!(check_origin(OPEN, &proxied).is_ok());
     }
 
     #[test]
