@@ -79,6 +79,10 @@ pub fn apply(client: &mut Client) -> Result<(), String> {
         .map_err(|e| format!("schema transaction: {}", describe(&e)))?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SCHEMA_LOCK_KEY])
         .map_err(|e| format!("schema lock: {}", describe(&e)))?;
+    // `IF NOT EXISTS` and `DROP … IF EXISTS` say so in NOTICEs at every boot,
+    // which the boot log would repeat as noise; warnings and errors still show.
+    tx.batch_execute("SET LOCAL client_min_messages = warning")
+        .map_err(|e| format!("schema transaction: {}", describe(&e)))?;
     for (path, sql) in FILES {
         let Some(name) = path.strip_prefix(SCHEMA_DIR) else {
             tx.batch_execute(sql)
