@@ -349,3 +349,34 @@ fn two_tenant_headers_or_a_list_in_one_are_a_400() {
         200
     );
 }
+
+/// A foreign page's `<img src=".../pop/queue/q?autoAck=true">` sends a GET with no
+/// Origin; browsers mark it `Sec-Fetch-Site: cross-site` (or `same-site` from another
+/// port of the same host). It must consume nothing.
+#[test]
+fn a_cross_site_get_from_a_browser_cannot_pop_or_consume() {
+    let db = Db::fresh();
+    let b = Broker::start(&db);
+    b.push_n("img", "p", "m-", 3);
+    let path = "/api/v1/pop/queue/img?autoAck=true&batch=10&wait=false";
+    for site in ["cross-site", "same-site"] {
+        let r = send(&b, "GET", path, &[("Sec-Fetch-Site", site)], None);
+        assert_eq!(r.status, 403, "{site}: {}", r.text());
+        assert!(error_text(&r).contains(site), "{}", r.text());
+    }
+    assert_eq!(
+        db.count(
+            "SELECT count(*) FROM queen.partition_consumers WHERE last_consumed_id IS NOT NULL",
+            &[]
+        ),
+        0,
+        "nothing was consumed"
+    );
+    // The dashboard's own fetches, a typed URL and non-browser clients still pop.
+    let r = send(&b, "GET", path, &[("Sec-Fetch-Site", "same-origin")], None);
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(messages(&r.json()).len(), 3);
+    // The dashboard itself may be opened from a link on another site.
+    let r = send(&b, "GET", "/", &[("Sec-Fetch-Site", "cross-site")], None);
+    assert_eq!(r.status, 200);
+}

@@ -8,6 +8,8 @@ function h(tag, attrs = {}, ...kids) {
   const e = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs || {})) {
     if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
+    // Through the CSSOM: the content policy (no 'unsafe-inline') blocks style attributes.
+    else if (k === 'style') e.style.cssText = v;
     else if (v !== undefined && v !== null && v !== false) e.setAttribute(k, v === true ? '' : v);
   }
   for (const k of kids.flat()) if (k !== null && k !== undefined) e.append(k instanceof Node ? k : String(k));

@@ -8,14 +8,25 @@
 //! - a state-changing request whose `Origin` is neither this broker's own
 //!   origin nor `QUEEN_CORS_ALLOW_ORIGIN` is a 403, so a page an operator
 //!   happens to open cannot flip maintenance or delete a queue while JWT is off;
+//! - an API request a browser marks as coming from another site
+//!   (`Sec-Fetch-Site` other than `same-origin` or `none`) is a 403 unless its
+//!   `Origin` is `QUEEN_CORS_ALLOW_ORIGIN`: a foreign page's `<img>` or link
+//!   sends a GET without `Origin`, and a pop with `autoAck=true` consumes
+//!   messages (`same-site` counts as foreign: `localhost:3000` and
+//!   `localhost:6632` are one site). Clients that are not browsers send no
+//!   `Sec-Fetch-Site`; a URL typed into the address bar sends `none`;
 //! - with `QUEEN_ALLOWED_HOSTS` set, a `Host` outside the list is a 421, which
 //!   defeats DNS rebinding (a rebound page reaches the broker under its own
-//!   host name).
+//!   host name). Every path is checked, `/health` and `/metrics` too (they
+//!   tell a rebound page about the broker), so the list must hold the names
+//!   probes and scrapers use;
+//! - two `Host` headers are a 400 (RFC 9112).
 //!
 //! Decisions (inferred): a body-less POST stays accepted (several endpoints
 //! take none); `application/json` may carry parameters (`; charset=utf-8`)
-//! and `+json` subtypes count as JSON; Host names compare case-insensitively
-//! without the port.
+//! and `+json` subtypes count as JSON; a body of only white space counts as
+//! none; Host names compare case-insensitively, without the port and one
+//! trailing dot.
 
 use crate::error::ApiError;
 use shards::http::{Method, Request};
@@ -34,7 +45,11 @@ pub fn check(rules: EdgeRules<'_>, req: &Request, segs: &[&str]) -> Result<(), A
     check_host(rules, req)?;
     check_nul(req, segs)?;
     check_body_type(req)?;
-    check_origin(rules, req)
+    check_origin(rules, req)?;
+    if segs.first() == Some(&"api") {
+        check_fetch_site(rules, req)?;
+    }
+    Ok(())
 }
 
 fn check_nul(req: &Request, segs: &[&str]) -> Result<(), ApiError> {
@@ -74,7 +89,7 @@ fn is_json(content_type: &str) -> bool {
 }
 
 fn check_body_type(req: &Request) -> Result<(), ApiError> {
-    if req.body.is_empty() {
+    if req.body.iter().all(u8::is_ascii_whitespace) {
         return Ok(());
     }
     match req.header("content-type") {
@@ -112,16 +127,36 @@ fn check_origin(rules: EdgeRules<'_>, req: &Request) -> Result<(), ApiError> {
                     || origin.eq_ignore_ascii_case(&format!("https://{host}")))
         })
     });
-    let allowed = rules
-        .cors_allow_origin
-        .is_some_and(|a| a == "*" || a.eq_ignore_ascii_case(origin));
-    if own || allowed {
+    if own || cors_allowed(rules, Some(origin)) {
         return Ok(());
     }
     Err(ApiError::CrossOrigin(format!(
         "a {} from origin {origin:?} is refused: only this broker's own pages and \
          QUEEN_CORS_ALLOW_ORIGIN may change state",
         req.method.as_str()
+    )))
+}
+
+/// Whether `origin` is the one `QUEEN_CORS_ALLOW_ORIGIN` lets in.
+fn cors_allowed(rules: EdgeRules<'_>, origin: Option<&str>) -> bool {
+    match (rules.cors_allow_origin, origin) {
+        (Some("*"), _) => true,
+        (Some(a), Some(o)) => a.eq_ignore_ascii_case(o.trim()),
+        _ => false,
+    }
+}
+
+fn check_fetch_site(rules: EdgeRules<'_>, req: &Request) -> Result<(), ApiError> {
+    let Some(site) = req.header("sec-fetch-site") else {
+        return Ok(());
+    };
+    let site = site.trim().to_ascii_lowercase();
+    if site == "same-origin" || site == "none" || cors_allowed(rules, req.header("origin")) {
+        return Ok(());
+    }
+    Err(ApiError::CrossOrigin(format!(
+        "a {site} request from a browser page is refused: the API answers this broker's \
+         own pages and QUEEN_CORS_ALLOW_ORIGIN"
     )))
 }
 
@@ -133,10 +168,13 @@ fn host_name(host: &str) -> String {
     } else {
         host.rsplit_once(':').map_or(host, |(h, _)| h)
     };
-    name.to_ascii_lowercase()
+    name.strip_suffix('.').unwrap_or(name).to_ascii_lowercase()
 }
 
 fn check_host(rules: EdgeRules<'_>, req: &Request) -> Result<(), ApiError> {
+    if req.headers.iter().filter(|(n, _)| n == "host").count() > 1 {
+        return Err(ApiError::BadRequest("more than one Host header".into()));
+    }
     if rules.allowed_hosts.is_empty() {
         return Ok(());
     }
@@ -236,7 +274,45 @@ mod tests {
     }
 
     #[test]
+    fn a_foreign_page_cannot_fetch_the_api_but_a_typed_url_and_own_pages_can() {
+        let foreign = req(Method::Get, &[("sec-fetch-site", "cross-site")], b"");
+        assert!(matches!(
+            check_fetch_site(OPEN, &foreign),
+            Err(ApiError::CrossOrigin(_))
+        ));
+        let sibling = req(Method::Get, &[("sec-fetch-site", "same-site")], b"");
+        assert!(check_fetch_site(OPEN, &sibling).is_err());
+        for ok in ["same-origin", "none"] {
+            assert!(
+                check_fetch_site(OPEN, &req(Method::Get, &[("sec-fetch-site", ok)], b"")).is_ok()
+            );
+        }
+        assert!(check_fetch_site(OPEN, &req(Method::Get, &[], b"")).is_ok());
+        let console = EdgeRules {
+            allowed_hosts: &[],
+            cors_allow_origin: Some("https://console.example"),
+        };
+        let r = req(
+            Method::Get,
+            &[
+                ("sec-fetch-site", "cross-site"),
+                ("origin", "https://console.example"),
+            ],
+            b"",
+        );
+        assert!(check_fetch_site(console, &r).is_ok());
+    }
+
+    #[test]
     fn hosts() {
+        assert_eq!(host_name("localhost."), "localhost");
+        assert!(matches!(
+            check_host(
+                OPEN,
+                &req(Method::Get, &[("host", "a"), ("host", "b")], b"")
+            ),
+            Err(ApiError::BadRequest(_))
+        ));
         assert_eq!(host_name("LocalHost:6632"), "localhost");
         assert_eq!(host_name("[::1]:6632"), "::1");
         assert_eq!(host_name("example.com"), "example.com");

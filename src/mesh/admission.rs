@@ -11,7 +11,7 @@
 
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Authenticated inbound peers served at once. Far above any real cluster,
@@ -77,8 +77,19 @@ impl Admission {
         self.slots.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Takes a handshake slot for a connection from `ip`.
-    pub fn admit(&self, ip: IpAddr) -> Result<(), Refusal> {
+    /// Takes a handshake slot for a connection from `ip`; the [`Slot`] gives
+    /// it back when dropped, whatever ends the connection (a failed thread
+    /// spawn drops it unused, a panic unwinds through it).
+    pub fn admit(self: &Arc<Self>, ip: IpAddr) -> Result<Slot, Refusal> {
+        self.take(ip)?;
+        Ok(Slot {
+            admission: self.clone(),
+            ip,
+            state: SlotState::Handshaking,
+        })
+    }
+
+    fn take(&self, ip: IpAddr) -> Result<(), Refusal> {
         let mut s = self.slots();
         if s.by_source.get(&ip).copied().unwrap_or(0) >= MAX_HANDSHAKING_PER_SOURCE {
             return Err(Refusal::SourceBusy);
@@ -93,7 +104,7 @@ impl Admission {
 
     /// Gives back `ip`'s handshake slot; when the handshake succeeded, takes
     /// a peer slot instead (refused when every peer slot is taken).
-    pub fn handshake_done(&self, ip: IpAddr, authenticated: bool) -> Result<(), Refusal> {
+    fn handshake_done(&self, ip: IpAddr, authenticated: bool) -> Result<(), Refusal> {
         let mut s = self.slots();
         s.nr_handshaking = s.nr_handshaking.saturating_sub(1);
         if let Some(n) = s.by_source.get_mut(&ip) {
@@ -113,7 +124,7 @@ impl Admission {
     }
 
     /// Gives back a peer slot.
-    pub fn peer_gone(&self) {
+    fn peer_gone(&self) {
         let mut s = self.slots();
         s.nr_peers = s.nr_peers.saturating_sub(1);
     }
@@ -142,53 +153,120 @@ impl Admission {
     }
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SlotState {
+    /// Holds a handshake slot.
+    Handshaking,
+    /// Holds a peer slot.
+    Peer,
+    /// Holds nothing (refused when the handshake ended).
+    Released,
+}
+
+/// One inbound connection's hold on the [`Admission`] slots; dropping it
+/// gives back what it holds.
+#[derive(Debug)]
+pub struct Slot {
+    admission: Arc<Admission>,
+    ip: IpAddr,
+    state: SlotState,
+}
+
+impl Slot {
+    /// The handshake proved the secret: the handshake slot becomes a peer
+    /// slot, or is given back and the connection refused when none is free.
+    pub fn authenticated(&mut self) -> Result<(), Refusal> {
+        let r = self.admission.handshake_done(self.ip, true);
+        self.state = if r.is_ok() {
+            SlotState::Peer
+        } else {
+            SlotState::Released
+        };
+        r
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        match self.state {
+            SlotState::Handshaking => {
+                // Giving back an unauthenticated slot cannot be refused.
+                let _ = self.admission.handshake_done(self.ip, false);
+            }
+            SlotState::Peer => self.admission.peer_gone(),
+            SlotState::Released => {}
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn refusal(r: Result<Slot, Refusal>) -> Option<Refusal> {
+        r.err()
+    }
+
     #[test]
     fn one_source_cannot_take_every_handshake_slot() {
-        let a = Admission::default();
+        let a = Arc::new(Admission::default());
         let flood: IpAddr = "127.0.0.2".parse().unwrap();
-        for _ in 0..MAX_HANDSHAKING_PER_SOURCE {
-            a.admit(flood).unwrap();
-        }
-        assert_eq!(a.admit(flood), Err(Refusal::SourceBusy));
+        let mut held: Vec<Slot> = (0..MAX_HANDSHAKING_PER_SOURCE)
+            .map(|_| a.admit(flood).unwrap())
+            .collect();
+        assert_eq!(refusal(a.admit(flood)), Some(Refusal::SourceBusy));
         let peer: IpAddr = "127.0.0.1".parse().unwrap();
-        a.admit(peer).unwrap();
-        a.handshake_done(peer, true).unwrap();
-        a.handshake_done(flood, false).unwrap();
-        a.admit(flood).unwrap();
+        let mut p = a.admit(peer).unwrap();
+        p.authenticated().unwrap();
+        held.pop(); // a flood connection's handshake ends
+        held.push(a.admit(flood).unwrap());
         assert_eq!(a.nr_handshaking(), MAX_HANDSHAKING_PER_SOURCE);
+        drop(held);
+        assert_eq!(a.nr_handshaking(), 0);
     }
 
     #[test]
     fn handshakes_and_peers_have_separate_caps() {
-        let a = Admission::default();
-        for i in 0..MAX_HANDSHAKING {
-            a.admit(IpAddr::from([10, 0, (i / 256) as u8, (i % 256) as u8]))
-                .unwrap();
-        }
+        let a = Arc::new(Admission::default());
+        let ip = |i: usize| IpAddr::from([10, 0, (i / 256) as u8, (i % 256) as u8]);
+        let mut slots: Vec<Slot> = (0..MAX_HANDSHAKING)
+            .map(|i| a.admit(ip(i)).unwrap())
+            .collect();
         assert_eq!(
-            a.admit("10.9.9.9".parse().unwrap()),
-            Err(Refusal::HandshakesFull)
+            refusal(a.admit("10.9.9.9".parse().unwrap())),
+            Some(Refusal::HandshakesFull)
         );
-        for i in 0..MAX_HANDSHAKING {
-            let ip = IpAddr::from([10, 0, (i / 256) as u8, (i % 256) as u8]);
-            a.handshake_done(ip, true).unwrap();
+        for s in slots.iter_mut() {
+            s.authenticated().unwrap();
         }
         assert_eq!(a.nr_handshaking(), 0);
         for i in MAX_HANDSHAKING..MAX_PEERS {
-            let ip = IpAddr::from([10, 1, 0, i as u8]);
-            a.admit(ip).unwrap();
-            a.handshake_done(ip, true).unwrap();
+            let mut s = a.admit(ip(i)).unwrap();
+            s.authenticated().unwrap();
+            slots.push(s);
         }
-        let ip = IpAddr::from([10, 2, 0, 1]);
-        a.admit(ip).unwrap();
-        assert_eq!(a.handshake_done(ip, true), Err(Refusal::PeersFull));
-        a.peer_gone();
-        a.admit(ip).unwrap();
-        assert_eq!(a.handshake_done(ip, true), Ok(()));
+        let mut late = a.admit(IpAddr::from([10, 2, 0, 1])).unwrap();
+        assert_eq!(late.authenticated(), Err(Refusal::PeersFull));
+        drop(late);
+        assert_eq!(
+            a.nr_handshaking(),
+            0,
+            "a refused peer gives its handshake slot back"
+        );
+        slots.pop(); // a peer disconnects
+        let mut s = a.admit(IpAddr::from([10, 2, 0, 1])).unwrap();
+        assert_eq!(s.authenticated(), Ok(()));
+    }
+
+    #[test]
+    fn a_slot_dropped_unused_gives_its_place_back() {
+        // What a failed thread spawn or a panicking connection thread does.
+        let a = Arc::new(Admission::default());
+        let ip: IpAddr = "127.0.0.3".parse().unwrap();
+        for _ in 0..10 * MAX_HANDSHAKING_PER_SOURCE {
+            drop(a.admit(ip).unwrap());
+        }
+        assert_eq!(a.nr_handshaking(), 0);
     }
 
     #[test]

@@ -19,7 +19,7 @@
 //! - Any frame that fails (MAC, sequence, size, kind, payload) closes its
 //!   connection, raises a counter in [`MeshState`] and writes one log line.
 
-use super::admission::{Admission, Refusal};
+use super::admission::{Admission, Refusal, Slot};
 use super::auth::{self, Identity, Session};
 use super::frame::{FrameError, FrameReader, Kind, Opener, RawFrame, Sealer};
 use super::notice::Notice;
@@ -320,14 +320,17 @@ fn listen(ctx: &Arc<PeerCtx>, listener: TcpListener) {
     let slots = Arc::new(Admission::default());
     while !ctx.stopping() {
         match listener.accept() {
-            Ok((s, from)) => {
-                if let Err(why) = slots.admit(from.ip()) {
-                    refuse(ctx, &slots, s, from, why);
-                    continue;
+            Ok((s, from)) => match slots.admit(from.ip()) {
+                Err(why) => refuse(ctx, &slots, s, from, why),
+                Ok(slot) => {
+                    // The thread owns the slot: a spawn that fails drops the
+                    // closure, and with it the slot, so nothing leaks.
+                    let (ctx, slots) = (ctx.clone(), slots.clone());
+                    spawn("mesh-in".into(), move || {
+                        inbound(&ctx, &slots, slot, s, from)
+                    });
                 }
-                let (ctx, slots) = (ctx.clone(), slots.clone());
-                spawn("mesh-in".into(), move || inbound(&ctx, &slots, s, from));
-            }
+            },
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                 let mut pfd = libc::pollfd {
                     fd: listener.as_raw_fd(),
@@ -364,11 +367,11 @@ fn refuse(ctx: &PeerCtx, slots: &Admission, s: TcpStream, from: SocketAddr, why:
     }
 }
 
-fn inbound(ctx: &PeerCtx, slots: &Admission, s: TcpStream, from: SocketAddr) {
-    if let Some((s, r, session)) = inbound_handshake(ctx, slots, s, from) {
+fn inbound(ctx: &PeerCtx, slots: &Admission, mut slot: Slot, s: TcpStream, from: SocketAddr) {
+    if let Some((s, r, session)) = inbound_handshake(ctx, slots, &mut slot, s, from) {
         serve_inbound(ctx, s, r, session, &from.to_string());
-        slots.peer_gone();
     }
+    // `slot` is dropped here (or while unwinding): its place is given back.
 }
 
 /// The acceptor's handshake under a handshake slot; on success the slot
@@ -376,6 +379,7 @@ fn inbound(ctx: &PeerCtx, slots: &Admission, s: TcpStream, from: SocketAddr) {
 fn inbound_handshake(
     ctx: &PeerCtx,
     slots: &Admission,
+    slot: &mut Slot,
     mut s: TcpStream,
     from: SocketAddr,
 ) -> Option<(TcpStream, FrameReader, Session)> {
@@ -398,8 +402,9 @@ fn inbound_handshake(
             }
         },
     };
-    match slots.handshake_done(from.ip(), outcome.is_some()) {
-        Ok(()) => outcome.map(|session| (s, r, session)),
+    let session = outcome?;
+    match slot.authenticated() {
+        Ok(()) => Some((s, r, session)),
         Err(why) => {
             refuse(ctx, slots, s, from, why);
             None
