@@ -21,8 +21,9 @@ pub const MAX_PEERS: usize = 64;
 /// [`super::auth::HANDSHAKE_DEADLINE`] bounding each, a flood holds a slot
 /// for a few seconds at most.
 pub const MAX_HANDSHAKING: usize = 32;
-/// Connections in the handshake at once from one address: one host alone
-/// cannot fill [`MAX_HANDSHAKING`]. A real peer has one dialer per broker.
+/// Connections in the handshake at once from one source (an IPv4 address, or
+/// an IPv6 /64, the block one host is usually given): one host alone cannot
+/// fill [`MAX_HANDSHAKING`]. A real peer has one dialer per broker.
 pub const MAX_HANDSHAKING_PER_SOURCE: usize = 4;
 /// Quiet time that ends a burst of refusals: the next refusal is logged.
 const BURST_QUIET: Duration = Duration::from_secs(10);
@@ -90,6 +91,7 @@ impl Admission {
     }
 
     fn take(&self, ip: IpAddr) -> Result<(), Refusal> {
+        let ip = source(ip);
         let mut s = self.slots();
         if s.by_source.get(&ip).copied().unwrap_or(0) >= MAX_HANDSHAKING_PER_SOURCE {
             return Err(Refusal::SourceBusy);
@@ -105,6 +107,7 @@ impl Admission {
     /// Gives back `ip`'s handshake slot; when the handshake succeeded, takes
     /// a peer slot instead (refused when every peer slot is taken).
     fn handshake_done(&self, ip: IpAddr, authenticated: bool) -> Result<(), Refusal> {
+        let ip = source(ip);
         let mut s = self.slots();
         s.nr_handshaking = s.nr_handshaking.saturating_sub(1);
         if let Some(n) = s.by_source.get_mut(&ip) {
@@ -150,6 +153,22 @@ impl Admission {
             s.nr_unlogged += 1;
             None
         }
+    }
+}
+
+/// The source a connection is counted under: an IPv4 address as it is, an
+/// IPv6 address by its /64 (an IPv4-mapped one as its IPv4 address), since
+/// one host can take any address of its /64.
+fn source(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => ip,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let bits = u128::from(v6) & !(u128::from(u64::MAX));
+                IpAddr::V6(std::net::Ipv6Addr::from(bits))
+            }
+        },
     }
 }
 
@@ -256,6 +275,23 @@ mod tests {
         slots.pop(); // a peer disconnects
         let mut s = a.admit(IpAddr::from([10, 2, 0, 1])).unwrap();
         assert_eq!(s.authenticated(), Ok(()));
+    }
+
+    #[test]
+    fn one_ipv6_slash_64_is_one_source() {
+        let a = Arc::new(Admission::default());
+        let held: Vec<Slot> = (0..MAX_HANDSHAKING_PER_SOURCE)
+            .map(|i| {
+                a.admit(format!("2001:db8:1:2::{i:x}").parse().unwrap())
+                    .unwrap()
+            })
+            .collect();
+        let same_block: IpAddr = "2001:db8:1:2:ffff::1".parse().unwrap();
+        assert_eq!(refusal(a.admit(same_block)), Some(Refusal::SourceBusy));
+        let other_block: IpAddr = "2001:db8:1:3::1".parse().unwrap();
+        assert!(a.admit(other_block).is_ok());
+        drop(held);
+        assert!(a.admit(same_block).is_ok());
     }
 
     #[test]
