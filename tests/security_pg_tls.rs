@@ -81,7 +81,14 @@ fn assert_refused(b: &mut Broker) -> String {
     })
     .unwrap_or_else(|| panic!("no certificate refusal logged:\n{}", b.log_tail(30)));
     assert!(b.try_wait().is_none(), "broker exited:\n{}", b.log_tail(30));
-    let r = b.get("/health");
+    // The DB boot thread can log the refusal before the shards listen.
+    let port = b.port;
+    let r = check_for(Duration::from_secs(30), || {
+        Conn::connect(port)
+            .ok()?
+            .request("GET", "/health", &[], None)
+            .ok()
+    });
     assert_eq!(r.status, 503, "health must not be ready: {}", r.text());
     log
 }
