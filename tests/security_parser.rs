@@ -97,12 +97,17 @@ fn mutate(rng: &mut Rng, seed: &str) -> Vec<u8> {
     v
 }
 
-#[test]
-fn mutated_json_bodies_get_clean_answers_and_never_a_5xx() {
-    let cases: usize = std::env::var("PARSER_FUZZ_CASES")
+/// Bodies per endpoint: `PARSER_FUZZ_CASES`, else [`DEFAULT_CASES`].
+fn fuzz_cases() -> usize {
+    std::env::var("PARSER_FUZZ_CASES")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(DEFAULT_CASES);
+        .unwrap_or(DEFAULT_CASES)
+}
+
+#[test]
+fn mutated_json_bodies_get_clean_answers_and_never_a_5xx() {
+    let cases = fuzz_cases();
     let db = Db::fresh();
     let b = Broker::start(&db);
     let mut rng = Rng(0xB0D1_E5F0_0D5E_ED01);
@@ -219,10 +224,7 @@ fn random_json(rng: &mut Rng, depth: usize) -> String {
 /// wrong, and the broker answers `/health` after every case.
 #[test]
 fn random_json_documents_get_a_2xx_or_a_4xx_json_error() {
-    let cases: usize = std::env::var("PARSER_FUZZ_CASES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(DEFAULT_CASES);
+    let cases = fuzz_cases();
     let db = Db::fresh();
     let b = Broker::start(&db);
     let mut rng = Rng(0x05EE_D0F0_DD5B_A9E5);
