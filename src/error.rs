@@ -33,6 +33,19 @@ pub enum ApiError {
     Unavailable(String),
     /// Anything else (the text is safe to show: it never holds secrets).
     Internal(String),
+    /// A refusal of the later broker's families, whose machine code travels
+    /// in `error` (http-api.md §16: `{"error": "timers_bad_request",
+    /// "reason", "detail"}`); `code` repeats it for the proxy-style readers.
+    Coded {
+        /// HTTP status.
+        status: u16,
+        /// The machine code (`error` and `code` of the body).
+        code: &'static str,
+        /// A finer sub-code, when the family has one.
+        reason: Option<&'static str>,
+        /// What is wrong, for a person (never database text).
+        detail: String,
+    },
 }
 
 impl ApiError {
@@ -50,6 +63,7 @@ impl ApiError {
             ApiError::MisdirectedHost(_) => (421, "misdirected_host"),
             ApiError::Unavailable(_) => (503, "unavailable"),
             ApiError::Internal(_) => (500, "internal"),
+            ApiError::Coded { status, code, .. } => (*status, code),
         }
     }
 
@@ -60,6 +74,14 @@ impl ApiError {
             // SEC-11: the auth answers are exactly `{"error": ...}`.
             ApiError::Unauthorized(_) | ApiError::Forbidden => {
                 serde_json::json!({ "error": self.to_string() })
+            }
+            ApiError::Coded {
+                code,
+                reason,
+                detail,
+                ..
+            } => {
+                serde_json::json!({ "error": code, "code": code, "reason": reason, "detail": detail })
             }
             _ => serde_json::json!({ "error": self.to_string(), "code": code }),
         };
@@ -86,6 +108,7 @@ impl fmt::Display for ApiError {
             ApiError::Unauthorized(m) => f.write_str(m),
             ApiError::Forbidden => f.write_str("Insufficient permissions"),
             ApiError::ReservedTenant => f.write_str("x-queen-tenant names a reserved tenant"),
+            ApiError::Coded { detail, .. } => f.write_str(detail),
         }
     }
 }

@@ -5,7 +5,7 @@
 -- queen.metrics_snapshot(p) -> jsonb
 -- In  {maxQueues?: int (default 10000, clamped 1..100000)}
 -- Out {queues: [{queue, pushMessagesPerMinute, lagMsAvg, lagMsMax, dlq}],
---      queueCount, dlqTotal, maintenance: bool, popMaintenance: bool}
+--      queueCount, dlqTotal, timersPending, maintenance: bool, popMaintenance: bool}
 --
 -- Bounded: at most maxQueues queues (by name); push rate reads only the partitions whose
 -- newest message is under a minute old (index range on messages(partition_id, created_at));
@@ -69,6 +69,7 @@ SELECT jsonb_build_object(
           LEFT JOIN dlq ON dlq.queue_id = q.id), '[]'::jsonb),
     'queueCount', (SELECT count(*) FROM queen.queues),
     'dlqTotal', (SELECT count(*) FROM queen.dead_letter_queue),
+    'timersPending', (SELECT count(*) FROM queen.log_timers),
     'maintenance', COALESCE((SELECT (value->>'enabled')::boolean FROM queen.system_state
                               WHERE key = 'maintenance_mode'), false),
     'popMaintenance', COALESCE((SELECT (value->>'enabled')::boolean FROM queen.system_state

@@ -27,6 +27,8 @@ mod resources;
 mod seal;
 mod shared_state;
 mod status;
+mod timers;
+mod timers_ops;
 mod traces;
 mod txn;
 
@@ -182,6 +184,14 @@ async fn route(shard: &Rc<Shard>, mut req: Request) -> Result<Response, ApiError
         (Get, ["api", "v1", "traces", "names"]) => traces::names(shard, &req).await,
         (Get, ["api", "v1", "traces", "by-name", n]) => traces::by_name(shard, &req, n).await,
         (Get, ["api", "v1", "traces", p, t]) => traces::by_message(shard, &req, p, t).await,
+        // timers (§16): the key is the path's tail (it may hold `/`)
+        (Post, ["api", "v1", "timers"]) => timers::batch(shard, &req).await,
+        (Get, ["api", "v1", "timers", q]) => timers::list(shard, &req, q).await,
+        (Get, ["api", "v1", "timers", q, key @ ..]) => timers::peek(shard, &req, q, key).await,
+        (Delete, ["api", "v1", "timers", q, key @ ..]) if !key.is_empty() => {
+            timers::cancel(shard, &req, q, key).await
+        }
+        (Get, ["api", "v1", "resources", "timers"]) => timers::pending(shard, &req).await,
         (_, path) if known_path(path) => Err(ApiError::MethodNotAllowed),
         (Get, path) if crate::dashboard::claims(path) => {
             crate::dashboard::handle(shard, path).await
@@ -259,5 +269,8 @@ fn known_path(s: &[&str]) -> bool {
             | ["api", "v1", "traces"]
             | ["api", "v1", "traces", "names"]
             | ["api", "v1", "traces", _, _]
+            | ["api", "v1", "timers"]
+            | ["api", "v1", "timers", _, ..]
+            | ["api", "v1", "resources", "timers"]
     )
 }

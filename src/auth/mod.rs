@@ -22,7 +22,8 @@ pub mod levels;
 
 use crate::error::ApiError;
 use jsonwebtoken::{decode, decode_header, errors::ErrorKind, Validation};
-use levels::{Level, Roles};
+pub use levels::Level;
+use levels::Roles;
 use serde_json::{Map, Value};
 use shards::http::Request;
 use std::borrow::Cow;
@@ -271,6 +272,18 @@ pub fn check(
     } else {
         Err(ApiError::Forbidden)
     }
+}
+
+/// Whether `req` may act at `level` (always with JWT off), for a handler
+/// whose demand depends on its body: a timer batch holding a cancel needs
+/// READ_WRITE on a WRITE_ONLY route (http-api.md §16).
+pub fn allows(auth: &AuthConfig, tokens: &TokenCache, req: &Request, level: Level) -> bool {
+    if !auth.enabled || auth.skip_paths.contains(&req.path) {
+        return true;
+    }
+    bearer(req)
+        .and_then(|t| grant_of(auth, tokens, t).ok())
+        .is_some_and(|g| g.roles.satisfy(level))
 }
 
 /// The validated token's `sub` (SEC-16), or `None` with JWT off, no

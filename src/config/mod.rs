@@ -9,7 +9,7 @@
 //!    own copy): `api`, `dashboard`, `metrics`, `jobs`, `shard`, `spool`;
 //! 2. `config` (this module): the aggregate, the cross-setting checks and the
 //!    boot line; it owns the settings nobody below needs (`http`, `pop`,
-//!    `jobs`, `spool`);
+//!    `jobs`, `spool`, `timers`);
 //! 3. the owners of their own settings, each parsing its variables itself:
 //!    `auth` (`AuthConfig`), `store` (`DbConfig`), `mesh` (`MeshConfig`),
 //!    `tls` (the HTTPS pair), `crypto` (`KeyState`). They never import
@@ -25,6 +25,7 @@ pub mod http;
 pub mod jobs;
 pub mod pop;
 pub mod spool;
+pub mod timers;
 
 use crate::auth::AuthConfig;
 use crate::crypto::KeyState;
@@ -35,6 +36,7 @@ use std::net::SocketAddr;
 
 pub use jobs::JobsConfig;
 pub use pop::{PopConfig, SubscriptionDefault};
+pub use timers::TimersConfig;
 
 /// Life in ms of queue settings a shard caches (config.md: the Queen
 /// default); a configure on the same shard drops its entry at once.
@@ -66,6 +68,8 @@ pub struct Config {
     pub pop: PopConfig,
     /// Background jobs (retention, eviction, lease reclaim).
     pub jobs: JobsConfig,
+    /// Timer limits and the firing job (`QUEEN_TIMERS_*`, `QUEEN_SWEEPER*`).
+    pub timers: TimersConfig,
     /// Spool directory (`FILE_BUFFER_DIR`); shard i spools under `shard-<i>/`.
     pub file_buffer_dir: String,
     /// `FILE_BUFFER_FLUSH_MS`: spool replay cadence.
@@ -117,8 +121,10 @@ impl Config {
         let kv_trusted_proxy = env.bool("QUEEN_KV_TRUSTED_PROXY", DEFAULT_KV_TRUSTED_PROXY)?;
         check_tenancy(&auth, kv_trusted_proxy)?;
         let jobs = JobsConfig::from_env(&env)?;
+        let timers = TimersConfig::from_env(&env)?;
         Ok(Config {
             jobs,
+            timers,
             http_addr,
             nr_shards,
             worker_id: env

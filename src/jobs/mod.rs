@@ -1,7 +1,7 @@
 //! Background jobs (semantics.md §12): retention and completed retention,
 //! max-wait eviction, expired-lease reclaim, and the stats roll-up
 //! ([`stats`]), and the cleanup of idle partitions and old metrics rows
-//! ([`cleanup`]).
+//! ([`cleanup`]), and the timer firing job ([`timers`]).
 //!
 //! # Threads and ownership
 //! Shard 0 owns the schedule: one glommio task per job sleeps its interval
@@ -19,6 +19,7 @@
 pub mod cleanup;
 pub mod schedule;
 pub mod stats;
+pub mod timers;
 
 use crate::shard::Shard;
 use crate::store::Proc;
@@ -30,6 +31,7 @@ use std::rc::Rc;
 pub fn spawn(shard: &Rc<Shard>) {
     stats::spawn(shard);
     cleanup::spawn(shard);
+    timers::spawn(shard);
     let cfg = &shard.cfg.jobs;
     let jobs = [
         ("retention", cfg.retention_interval_ms, cfg.retention_batch),

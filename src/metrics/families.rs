@@ -22,6 +22,10 @@
 //!   `queen_worker_free_slots` its idle connections (the pool is shared by
 //!   every shard); `queen_worker_backoff_size` counts the shard's queues with
 //!   a parked pop whose recheck interval backed off.
+//! - `queen_timers_pending` is the database's pending timers (all tenants,
+//!   from the cached DB snapshot, so as old as
+//!   `queen_queue_metrics_age_seconds`); `queen_timers_fired_total` counts
+//!   the timers this broker's firing job turned into messages.
 //! - `queen_queue_backoff_consumers` / `queen_queue_backoff_interval_milliseconds`
 //!   are the parked pops past the backoff threshold and their mean interval.
 
@@ -35,6 +39,23 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Registers the timer families.
+pub fn timers(r: &mut Registry, i: &Inputs) {
+    let pending = i.snap.data.get("timersPending").and_then(|v| v.as_f64());
+    gauge(
+        r,
+        "queen_timers_pending",
+        "Timers waiting to fire (database-wide, from the cached DB snapshot)",
+        pending.unwrap_or(0.0),
+    );
+    counter(
+        r,
+        "queen_timers_fired",
+        "Timers this broker turned into messages",
+        i.board.sum(|s| &s.timers_fired),
+    );
+}
 
 /// Registers the spool and maintenance families.
 pub fn spool(r: &mut Registry, i: &Inputs) {

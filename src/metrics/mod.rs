@@ -103,6 +103,8 @@ pub struct ShardStats {
     pub messages_rate_milli: AtomicU64,
     /// Acked items that went to the dead-letter queue.
     pub dlq_messages: AtomicU64,
+    /// Timers this shard's firing job turned into messages.
+    pub timers_fired: AtomicU64,
     /// Gauge: dead-lettered items in the last minute.
     pub dlq_pm: AtomicU64,
     /// Gauge: queues with a parked pop whose recheck interval backed off.
@@ -176,6 +178,11 @@ impl ShardCounters {
         if status >= 500 {
             bump(&s.errors, 1);
         }
+    }
+
+    /// The firing job turned `n` timers into messages.
+    pub fn timers_fired(&self, n: u64) {
+        bump(&self.mine().timers_fired, n);
     }
 
     /// A push request stored `n` messages.

@@ -97,6 +97,18 @@ pub enum Proc {
     StatusQueue,
     /// `queen.cleanup`: one bounded round of inactive-partition and old-metrics cleanup (sql/functions/cleanup.sql).
     Cleanup,
+    /// `queen.timers_apply`: schedule/reschedule/cancel ops in one transaction (sql/functions/timers.sql).
+    TimersApply,
+    /// `queen.timers_peek`: one timer as stored.
+    TimersPeek,
+    /// `queen.timers_list`: a keyset page of one queue's timers.
+    TimersList,
+    /// `queen.timers_count`: one queue's timers, optionally by key prefix.
+    TimersCount,
+    /// `queen.timers_pending`: pending timers per queue of a tenant (dashboard).
+    TimersPending,
+    /// `queen.timers_fire`: one bounded fire round (the firing job).
+    TimersFire,
 }
 
 impl Proc {
@@ -144,6 +156,12 @@ impl Proc {
             Proc::StatusView => "SELECT queen.status_view($1::jsonb)",
             Proc::StatusQueue => "SELECT queen.status_queue($1::jsonb)",
             Proc::Cleanup => "SELECT queen.cleanup($1::jsonb)",
+            Proc::TimersApply => "SELECT queen.timers_apply($1::jsonb)",
+            Proc::TimersPeek => "SELECT queen.timers_peek($1::jsonb)",
+            Proc::TimersList => "SELECT queen.timers_list($1::jsonb)",
+            Proc::TimersCount => "SELECT queen.timers_count($1::jsonb)",
+            Proc::TimersPending => "SELECT queen.timers_pending($1::jsonb)",
+            Proc::TimersFire => "SELECT queen.timers_fire($1::jsonb)",
         }
     }
 }
