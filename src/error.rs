@@ -33,17 +33,16 @@ pub enum ApiError {
     Unavailable(String),
     /// Anything else (the text is safe to show: it never holds secrets).
     Internal(String),
-    /// A refusal of the later broker's families, whose machine code travels
-    /// in `error` (http-api.md §16: `{"error": "timers_bad_request",
-    /// "reason", "detail"}`); `code` repeats it for the proxy-style readers.
+    /// An error of the KV family (http-api.md §15): answered as
+    /// `{"error": error, "reason": reason, "detail": detail}`.
     Coded {
         /// HTTP status.
         status: u16,
-        /// The machine code (`error` and `code` of the body).
-        code: &'static str,
-        /// A finer sub-code, when the family has one.
-        reason: Option<&'static str>,
-        /// What is wrong, for a person (never database text).
+        /// The machine code (`kv_bad_request`, `kv_unavailable`, ...).
+        error: &'static str,
+        /// The sub-code (`kv_bad_namespace`, ...).
+        reason: &'static str,
+        /// A human sentence naming what is wrong (never database text).
         detail: String,
     },
 }
@@ -63,7 +62,7 @@ impl ApiError {
             ApiError::MisdirectedHost(_) => (421, "misdirected_host"),
             ApiError::Unavailable(_) => (503, "unavailable"),
             ApiError::Internal(_) => (500, "internal"),
-            ApiError::Coded { status, code, .. } => (*status, code),
+            ApiError::Coded { status, error, .. } => (*status, error),
         }
     }
 
@@ -76,13 +75,11 @@ impl ApiError {
                 serde_json::json!({ "error": self.to_string() })
             }
             ApiError::Coded {
-                code,
+                error,
                 reason,
-                detail,
+                ref detail,
                 ..
-            } => {
-                serde_json::json!({ "error": code, "code": code, "reason": reason, "detail": detail })
-            }
+            } => serde_json::json!({ "error": error, "reason": reason, "detail": detail }),
             _ => serde_json::json!({ "error": self.to_string(), "code": code }),
         };
         let mut r = Response::json(status, body.to_string().into_bytes());
@@ -109,6 +106,41 @@ impl fmt::Display for ApiError {
             ApiError::Forbidden => f.write_str("Insufficient permissions"),
             ApiError::ReservedTenant => f.write_str("x-queen-tenant names a reserved tenant"),
             ApiError::Coded { detail, .. } => f.write_str(detail),
+        }
+    }
+}
+
+impl ApiError {
+    // Used by the KV and timer endpoints that build on this pool.
+    #[allow(dead_code)]
+    /// 503 `kv_unavailable` (with `Retry-After`): the KV pool is full or
+    /// PostgreSQL unreachable (`reason: kv_pool`), or the KV/timers are
+    /// switched off at runtime (`reason: kv_disabled`).
+    pub fn kv_unavailable(reason: &'static str, detail: impl Into<String>) -> ApiError {
+        ApiError::Coded {
+            status: 503,
+            error: "kv_unavailable",
+            reason,
+            detail: detail.into(),
+        }
+    }
+
+    #[allow(dead_code)]
+    /// The KV family's answer to a store failure: a full pool or a lost
+    /// database is 503 `kv_unavailable`, anything else 500 `kv_error` (the
+    /// text is `classify`'s: our own RAISE texts or an incident number).
+    pub fn from_kv_store(e: StoreError) -> ApiError {
+        match e {
+            StoreError::Busy => ApiError::kv_unavailable("kv_pool", "the KV pool is full; retry"),
+            StoreError::Unavailable(_) => {
+                ApiError::kv_unavailable("kv_pool", "the database is not reachable; retry")
+            }
+            StoreError::Db(m) => ApiError::Coded {
+                status: 500,
+                error: "kv_error",
+                reason: "kv_error",
+                detail: m,
+            },
         }
     }
 }

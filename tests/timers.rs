@@ -522,3 +522,35 @@ fn a_parked_pop_wakes_when_its_timer_fires() {
         "woken after {waited:?}"
     );
 }
+
+#[test]
+fn the_kill_switch_stops_scheduling_and_pauses_the_fire() {
+    let db = Db::fresh();
+    let b = Broker::start(&db);
+    let switch = |body: Value| {
+        let r = b.post_json("/api/v1/system/kv-timers", &body);
+        assert_eq!(r.status, 200, "{}", r.text());
+    };
+    apply(&b, vec![sched("ks", "cancel-me", 60_000, "c", json!(0))]);
+    switch(json!({"timersScheduleEnabled": false, "timersFireEnabled": false}));
+    let r = b.post_json(
+        "/api/v1/timers",
+        &json!({"operations": [sched("ks", "new", 0, "n", json!(1))]}),
+    );
+    assert_eq!(r.status, 503, "{}", r.text());
+    assert_eq!(r.json()["error"], "kv_unavailable");
+    assert!(r.header("retry-after").is_some());
+    // cancelling is never switched off
+    assert_eq!(
+        b.delete("/api/v1/timers/ks/cancel-me").json()["status"],
+        "cancelled"
+    );
+    // a due timer waits while the fire is off (scheduled behind the switch's back)
+    switch(json!({"timersScheduleEnabled": true}));
+    apply(&b, vec![sched("ks", "due", 0, "due", json!(2))]);
+    std::thread::sleep(Duration::from_millis(700));
+    assert_eq!(pending(&db), 1, "fired while the fire was switched off");
+    switch(json!({"timersFireEnabled": true}));
+    wait_fired(&db, Duration::from_secs(5));
+    assert_eq!(drain(&b, "ks", 1, Duration::from_secs(5)).len(), 1);
+}

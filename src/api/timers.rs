@@ -19,6 +19,15 @@
 //! - `producerSub` of the fired message is the scheduling token's `sub`.
 //! - `status` is `rescheduled` when the upsert replaced a pending timer,
 //!   `scheduled` when it created one, whichever op name was sent.
+//! - Kill switch (`POST /api/v1/system/kv-timers`): with
+//!   `timersScheduleEnabled` off, a batch holding a schedule or reschedule
+//!   is refused whole with 503 `kv_unavailable` (reason
+//!   `timers_schedule_disabled`); cancels (either route), peek and list keep
+//!   working, so a tenant can always stop what it scheduled. With
+//!   `timersFireEnabled` off the firing job pauses (`crate::jobs::timers`).
+//!   `kvEnabled` is the KV's own switch and does not stop timers.
+//! - Every call runs on the KV pool (`QUEEN_KV_POOL_SIZE`); a full pool
+//!   answers 503 `kv_unavailable` at once.
 //! - List `limit`: default 100, clamped to 1..1000, never refused; count
 //!   `prefix` over 128 bytes is 400 `timers_bad_request`.
 
@@ -52,6 +61,12 @@ pub async fn batch(shard: &Rc<Shard>, req: &Request) -> Result<Response, ApiErro
     let ops = timers_ops::parse_batch(body, &shard.cfg.timers)?;
     if ops.is_empty() {
         return Ok(ok_json(&json!({ "results": [] })));
+    }
+    if ops.iter().any(|o| o.kind != OpKind::Cancel) && !shard.kv_switch.timers_schedule_enabled() {
+        return Err(ApiError::kv_unavailable(
+            "timers_schedule_disabled",
+            "timer scheduling is switched off (POST /api/v1/system/kv-timers); cancels still work",
+        ));
     }
     if ops.iter().any(|o| o.kind == OpKind::Cancel)
         && !crate::auth::allows(
@@ -89,7 +104,7 @@ pub async fn peek(
 ) -> Result<Response, ApiError> {
     let tenant = crate::auth::tenant(&shard.cfg.auth, req)?;
     let arg = json!({ "tenant": tenant, "queue": queue, "timerKey": key.join("/") });
-    Ok(ok_json(&shard.db.call(Proc::TimersPeek, arg).await?))
+    Ok(ok_json(&call(shard, Proc::TimersPeek, arg).await?))
 }
 
 /// `GET /api/v1/timers/{queue}` (`?after=&limit=`, or `?mode=count&prefix=`).
@@ -104,7 +119,7 @@ pub async fn list(shard: &Rc<Shard>, req: &Request, queue: &str) -> Result<Respo
             ));
         }
         let arg = json!({ "tenant": tenant, "queue": queue, "prefix": prefix });
-        return Ok(ok_json(&shard.db.call(Proc::TimersCount, arg).await?));
+        return Ok(ok_json(&call(shard, Proc::TimersCount, arg).await?));
     }
     let limit = req
         .query_param("limit")
@@ -113,14 +128,24 @@ pub async fn list(shard: &Rc<Shard>, req: &Request, queue: &str) -> Result<Respo
         .clamp(1, LIST_MAX_LIMIT);
     let after = req.query_param("after").filter(|a| !a.is_empty());
     let arg = json!({ "tenant": tenant, "queue": queue, "after": after, "limit": limit });
-    Ok(ok_json(&shard.db.call(Proc::TimersList, arg).await?))
+    Ok(ok_json(&call(shard, Proc::TimersList, arg).await?))
 }
 
 /// `GET /api/v1/resources/timers`: the tenant's pending timers per queue.
 pub async fn pending(shard: &Rc<Shard>, req: &Request) -> Result<Response, ApiError> {
     let tenant = crate::auth::tenant(&shard.cfg.auth, req)?;
     let arg = json!({ "tenant": tenant });
-    Ok(ok_json(&shard.db.call(Proc::TimersPending, arg).await?))
+    Ok(ok_json(&call(shard, Proc::TimersPending, arg).await?))
+}
+
+/// Runs one timers procedure on the KV pool: a full pool or a lost
+/// database is 503 `kv_unavailable`, never a wait.
+async fn call(shard: &Shard, proc: Proc, arg: Value) -> Result<Value, ApiError> {
+    shard
+        .db
+        .kv_call(proc, arg)
+        .await
+        .map_err(ApiError::from_kv_store)
 }
 
 /// Seals the schedules' payloads and runs the ops in one transaction; the
@@ -138,7 +163,7 @@ async fn apply(
         .map(|op| stored_op(op, &encrypted))
         .collect();
     let arg = json!({ "tenant": tenant, "sub": sub, "ops": stored });
-    let r = shard.db.call(Proc::TimersApply, arg).await?;
+    let r = call(shard, Proc::TimersApply, arg).await?;
     match r.get("results") {
         Some(Value::Array(a)) => Ok(a.clone()),
         _ => Err(ApiError::Internal("timers: no results".into())),

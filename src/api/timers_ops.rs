@@ -16,8 +16,9 @@
 //!   zstd, and storing bytes it cannot turn into the message would only fail
 //!   at fire time), `timers_duplicate_key_in_call`, `timers_too_many_ops`,
 //!   `timers_tenant_not_an_input` (a top-level `tenant`).
-//! - 413 `payload_too_large`: decoded payload over the limit.
-//! - 403 `timer_horizon_exceeded`: `delayMs` past the horizon. A negative
+//! - 413 `payload_too_large` (reason `timers_payload_too_large`): decoded
+//!   payload over the limit.
+//! - 403 `timer_horizon_exceeded` (reason the same): `delayMs` past the horizon. A negative
 //!   delay is legal (fires on the next round); one below minus the horizon
 //!   is raised to it, which changes nothing (it is due either way).
 
@@ -95,8 +96,8 @@ pub struct TimerOp {
 pub fn bad(reason: &'static str, detail: impl Into<String>) -> ApiError {
     ApiError::Coded {
         status: 400,
-        code: "timers_bad_request",
-        reason: Some(reason),
+        error: "timers_bad_request",
+        reason,
         detail: detail.into(),
     }
 }
@@ -293,8 +294,8 @@ fn delay_ms(m: &Map<String, Value>, i: usize, cfg: &TimersConfig) -> Result<i64,
     if d > max {
         return Err(ApiError::Coded {
             status: 403,
-            code: "timer_horizon_exceeded",
-            reason: None,
+            error: "timer_horizon_exceeded",
+            reason: "timer_horizon_exceeded",
             detail: format!(
                 "operations[{i}].delayMs {d} is beyond the horizon of {} s",
                 cfg.max_horizon_s
@@ -338,8 +339,8 @@ fn payload(m: &Map<String, Value>, i: usize, cfg: &TimersConfig) -> Result<Vec<u
 fn too_large(i: usize, cfg: &TimersConfig) -> ApiError {
     ApiError::Coded {
         status: 413,
-        code: "payload_too_large",
-        reason: None,
+        error: "payload_too_large",
+        reason: "timers_payload_too_large",
         detail: format!(
             "operations[{i}].payload is over {} bytes",
             cfg.max_payload_bytes
@@ -397,14 +398,14 @@ mod tests {
         TimersConfig::from_env(&crate::env::Env::new(&lookup)).unwrap()
     }
 
-    fn code(r: Result<Vec<TimerOp>, ApiError>) -> (u16, &'static str, Option<&'static str>) {
+    fn code(r: Result<Vec<TimerOp>, ApiError>) -> (u16, &'static str, &'static str) {
         match r {
             Err(ApiError::Coded {
                 status,
-                code,
+                error,
                 reason,
                 ..
-            }) => (status, code, reason),
+            }) => (status, error, reason),
             other => panic!("expected a coded refusal, got {other:?}"),
         }
     }
@@ -435,7 +436,7 @@ mod tests {
     fn every_refusal_has_its_code() {
         let c = cfg();
         let b = |op: Value| parse_batch(json!({ "operations": [op] }), &c);
-        let r400 = |reason| (400, "timers_bad_request", Some(reason));
+        let r400 = |reason| (400, "timers_bad_request", reason);
         for f in SERVER_OWNED.iter().chain(&["_x"]) {
             assert_eq!(
                 code(b(sched(json!({ *f: 1 })))),
@@ -478,12 +479,12 @@ mod tests {
         );
         assert_eq!(
             code(b(sched(json!({"delayMs": 7_776_000_001i64})))),
-            (403, "timer_horizon_exceeded", None)
+            (403, "timer_horizon_exceeded", "timer_horizon_exceeded")
         );
         let big = B64.encode(vec![b' '; c.max_payload_bytes + 1]);
         assert_eq!(
             code(b(sched(json!({ "payload": big })))),
-            (413, "payload_too_large", None)
+            (413, "payload_too_large", "timers_payload_too_large")
         );
         let dup = json!({"operations": [sched(json!({})), sched(json!({}))]});
         assert_eq!(

@@ -3,7 +3,7 @@
 //!
 //! # Threads and ownership
 //! One glommio task on shard 0 (like every job) loops: one
-//! `Proc::TimersFire` round on the DB thread group (`queen.timers_fire`:
+//! `Proc::TimersFire` round on the KV pool (`queen.timers_fire`:
 //! claim up to `QUEEN_SWEEPER_CLAIM_BATCH` due rows `FOR UPDATE SKIP
 //! LOCKED`, push them through `queen.push_items` with their stored txn and
 //! message id, delete them, one transaction), then wakes long-polling pops
@@ -22,7 +22,9 @@
 //!   signal between brokers). Lateness is then at most one sleep plus one
 //!   round trip: ~50 ms + a few ms at 1,000/s, well inside 200 ms; an idle
 //!   broker pays 20 cheap rounds a second (see the constant's doc).
-//! - PostgreSQL unreachable: the round fails, nothing was claimed (a round
+//! - `timersFireEnabled` switched off (`POST /api/v1/system/kv-timers`):
+//!   the job claims nothing and looks at the switch again every max sleep.
+//! - PostgreSQL unreachable or the KV pool full: the round fails, nothing was claimed (a round
 //!   is one transaction), and the job retries with a backoff of 100 ms
 //!   doubling to 1 s, so due timers fire within a second of PostgreSQL's
 //!   return. A broker killed mid-round loses its connection; PostgreSQL
@@ -61,7 +63,12 @@ async fn run(shard: Rc<Shard>) {
     });
     let mut retry = RETRY_MIN;
     while !shard.stopping.is_fired() {
-        let pause = match shard.db.call(Proc::TimersFire, arg.clone()).await {
+        if !shard.kv_switch.timers_fire_enabled() {
+            // switched off at runtime: nothing is claimed, due timers wait
+            glommio::timer::sleep(Duration::from_millis(cfg.max_sleep_ms)).await;
+            continue;
+        }
+        let pause = match shard.db.kv_call(Proc::TimersFire, arg.clone()).await {
             Ok(r) => {
                 retry = RETRY_MIN;
                 after_round(&shard, &r)

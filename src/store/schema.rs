@@ -50,6 +50,7 @@ const FILES: &[(&str, &str)] = &[
     sql!("schema/005_message_refs.sql"),
     sql!("schema/006_stats_deletes.sql"),
     sql!("schema/007_drop_dead_functions.sql"),
+    sql!("schema/008_kv.sql"),
     sql!("schema/009_timers.sql"),
     sql!("functions/core.sql"),
     sql!("functions/stats.sql"),
@@ -68,6 +69,7 @@ const FILES: &[(&str, &str)] = &[
     sql!("functions/status.sql"),
     sql!("functions/metrics.sql"),
     sql!("functions/system.sql"),
+    sql!("functions/kv.sql"),
     sql!("functions/timers.sql"),
 ];
 
