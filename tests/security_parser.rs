@@ -47,6 +47,10 @@ const SEEDS: &[(&str, &str)] = &[
         "/api/v1/ack/batch",
         r#"{"acknowledgments":[{"transactionId":"t","partitionId":"x","status":"failed"}]}"#,
     ),
+    (
+        "/api/v1/timers",
+        r#"{"operations":[{"op":"schedule","queue":"fz","timerKey":"k/1","payload":"eyJhIjpbMSxudWxsXX0=","delayMs":10,"txn":"t","partition":"p"},{"op":"cancel","queue":"fz","timerKey":"j","txn":"u"}]}"#,
+    ),
 ];
 
 const TOKENS: &[&str] = &[

@@ -194,6 +194,36 @@ async function messages(el, args) {
   await list();
 }
 
+// Timers (http-api.md §16): pending per queue, and one queue's first page with cancel.
+async function timers(el, args) {
+  const box = h('div');
+  if (args.length) {
+    const q = args[0];
+    el.replaceChildren(h('h1', {}, 'Timers of ', h('code', {}, q)), box);
+    return section(box, 'Timers', async () => {
+      const r = await get(`/api/v1/timers/${enc(q)}?limit=200`);
+      const rows = (r.rows || []).map(t => h('tr', {}, td(t.timerKey), td(t.deliverAt ?? 'parked'), td(t.txn),
+        td(t.partition), td(t.attempts, 1), td(t.lastError),
+        h('td', {}, h('button', { onclick: async ev => {
+          ev.target.disabled = true;
+          const c = await del(`/api/v1/timers/${enc(q)}/${t.timerKey.split('/').map(enc).join('/')}`);
+          ev.target.textContent = c.status;
+        } }, 'Cancel'))));
+      return h('div', {}, table([{ t: 'Key' }, { t: 'Due' }, { t: 'Txn' }, { t: 'Partition' },
+        { t: 'Attempts', num: 1 }, { t: 'Last error' }, { t: '' }], rows),
+      r.truncated ? h('p', { class: 'muted' }, 'First 200 shown.') : null);
+    });
+  }
+  el.replaceChildren(h('h1', {}, 'Timers'), box);
+  await section(box, 'Pending timers', async () => {
+    const r = await get('/api/v1/resources/timers');
+    return h('div', {}, h('div', { class: 'cards' }, card('Pending timers', fmt(r.total ?? 0))),
+      table([{ t: 'Queue' }, { t: 'Pending', num: 1 }, { t: 'Next due' }],
+        (r.queues || []).map(q => h('tr', {},
+          h('td', {}, h('a', { href: '#/timers/' + enc(q.queue) }, q.queue)), td(q.pending, 1), td(q.nextDeliverAt)))));
+  });
+}
+
 async function system(el) {
   const maint = h('div'), buffers = h('div');
   const sw = (label, id, on, path, key) => h('label', { class: 'switch' },
@@ -236,4 +266,4 @@ async function mesh(el) {
   });
 }
 
-export const views = { overview, queues, groups, dlq, messages, system, mesh };
+export const views = { overview, queues, groups, dlq, messages, timers, system, mesh };

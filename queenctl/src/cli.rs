@@ -76,6 +76,12 @@ pub enum Command {
         #[command(subcommand)]
         action: MaintenanceAction,
     },
+    /// Timers: schedule a message for later, list, peek, count, cancel.
+    Timers {
+        /// What to do.
+        #[command(subcommand)]
+        action: TimersAction,
+    },
     /// Load scenarios of bench/ (push, drain, latency) with a progress bar and its summary.
     Bench(BenchArgs),
     /// Print shell completions to stdout.
@@ -430,4 +436,65 @@ pub struct BenchLatency {
     /// Approximate payload size, bytes.
     #[arg(long, default_value_t = 100)]
     pub payload_bytes: usize,
+}
+
+/// `timers` (http-api.md §16).
+#[derive(Debug, Subcommand)]
+pub enum TimersAction {
+    /// Schedule (or replace) the timer KEY of QUEUE: PAYLOAD becomes a message after the delay.
+    Schedule {
+        /// Destination queue.
+        queue: String,
+        /// The timer's key (may hold `/`).
+        key: String,
+        /// The payload, as JSON.
+        payload: String,
+        /// Delay from now, milliseconds (0 or less: fire at once).
+        #[arg(long, allow_negative_numbers = true)]
+        delay_ms: i64,
+        /// Destination partition (the broker's default is `Default`).
+        #[arg(long)]
+        partition: Option<String>,
+        /// Transaction id of the future message (default: a fresh one).
+        #[arg(long)]
+        txn: Option<String>,
+    },
+    /// Pending timers of a queue, by key.
+    List {
+        /// Queue name.
+        queue: String,
+        /// Start after this key (exclusive).
+        #[arg(long)]
+        after: Option<String>,
+        /// Most rows (the broker clamps to 1..1000).
+        #[arg(long, default_value_t = 100)]
+        limit: u32,
+    },
+    /// One timer as stored.
+    Show {
+        /// Queue name.
+        queue: String,
+        /// The timer's key.
+        key: String,
+    },
+    /// How many timers a queue holds, optionally under a key prefix.
+    Count {
+        /// Queue name.
+        queue: String,
+        /// Only keys starting with this.
+        #[arg(long)]
+        prefix: Option<String>,
+    },
+    /// Pending timers per queue.
+    Pending,
+    /// Cancel a timer (`absent` may mean it already fired).
+    Cancel {
+        /// Queue name.
+        queue: String,
+        /// The timer's key.
+        key: String,
+        /// The txn it was scheduled with (echoed back on `absent`).
+        #[arg(long)]
+        txn: Option<String>,
+    },
 }

@@ -5,6 +5,7 @@
 //! - `groups`: `groups`, `group`, `seek`;
 //! - `inspect`: `dlq`, `dlq retry`, `messages`, `message`;
 //! - `maintenance`: both maintenance switches;
+//! - `timers`: schedule, list, show, count, pending, cancel;
 //! - `bench`: the load scenarios shared with `bench/` (crate `queen-loadgen`).
 //!
 //! Every handler returns the broker's answer for `--json` unchanged where the spec
@@ -16,6 +17,7 @@ mod groups;
 mod inspect;
 mod maintenance;
 mod queues;
+mod timers;
 
 use std::process::ExitCode;
 
@@ -61,6 +63,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             transaction_id,
         } => inspect::message(&ctx, &partition_id, &transaction_id)?,
         Command::Maintenance { action } => maintenance::run(&ctx, &action)?,
+        Command::Timers { action } => timers::run(&ctx, &action)?,
         Command::Bench(a) => return bench::run(&ctx, &url, has_token, &a),
         Command::Completions { shell } => {
             let mut cmd = Cli::command();
