@@ -10,10 +10,12 @@
 //! - `main` (this file): boot, the channels, shutdown order. — main
 //! - `serve`: a shard's start-up and life: builds its `Shard`, spawns its
 //!   drains, metrics sampler, jobs (shard 0) and spool replay, serves HTTP. — shards
-//! - `api`: one file per HTTP endpoint; `api/mod.rs` lists the routes. — shards
+//! - `api`: one file per HTTP endpoint; `api/mod.rs` lists the routes
+//!   (timers: `api/timers.rs`, their op validation `api/timers_ops.rs`). — shards
 //! - `dashboard`, `jobs`: the embedded dashboard and its routes; the
 //!   background job schedule (retention, eviction, lease reclaim, stats
-//!   roll-up, cleanup). — shards; jobs on shard 0, their SQL on the DB threads
+//!   roll-up, cleanup, the timer firing job `jobs/timers.rs`). — shards; jobs
+//!   on shard 0, their SQL on the DB threads (timers' on the KV pool)
 //! - `shard`: a shard's state and its methods: the `Shard`, push and ack
 //!   lanes, long-poll waiters, its caches. — shards
 //! - `metrics`, `auth`: per-shard counters, the board that sums them, the
