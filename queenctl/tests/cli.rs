@@ -298,6 +298,76 @@ fn dlq_retry_messages_and_message() {
 }
 
 #[test]
+fn timers_schedule_list_show_count_cancel_and_fire() {
+    let port = shared();
+    let out = ok(
+        port,
+        &[
+            "timers",
+            "schedule",
+            "ctl-tm",
+            "a/1",
+            r#"{"n":1}"#,
+            "--delay-ms",
+            "60000",
+            "--txn",
+            "tx-a",
+        ],
+    );
+    assert!(out.starts_with("scheduled a/1 (txn tx-a, due "), "{out}");
+    ok(
+        port,
+        &[
+            "timers",
+            "schedule",
+            "ctl-tm",
+            "b",
+            "2",
+            "--delay-ms",
+            "-1",
+            "--txn",
+            "tx-b",
+        ],
+    );
+    let list = ok_json(port, &["timers", "list", "ctl-tm", "--limit", "1"]);
+    assert_eq!(list["rows"][0]["timerKey"], "a/1");
+    assert_eq!(list["truncated"], true);
+    let show = ok(port, &["timers", "show", "ctl-tm", "a/1"]);
+    assert!(show.contains("tx-a"), "{show}");
+    assert_eq!(
+        ok(port, &["timers", "count", "ctl-tm", "--prefix", "a/"]).trim(),
+        "1"
+    );
+    let gone = ok(port, &["timers", "cancel", "ctl-tm", "a/1"]);
+    assert!(gone.starts_with("cancelled a/1 (txn tx-a"), "{gone}");
+    let again = ok(
+        port,
+        &["timers", "cancel", "ctl-tm", "a/1", "--txn", "tx-a"],
+    );
+    assert!(again.starts_with("absent a/1 (txn tx-a"), "{again}");
+    assert!(ok(port, &["timers", "show", "ctl-tm", "a/1"]).contains("not found"));
+    // the past-due one fires: its message carries the txn
+    let popped = check_for(Duration::from_secs(10), || {
+        let v = ok_json(port, &["pop", "ctl-tm", "--ack"]);
+        (!v["messages"].as_array().is_none_or(|m| m.is_empty())).then_some(v)
+    });
+    assert_eq!(popped["messages"][0]["transactionId"], "tx-b");
+    let bad = ctl(
+        port,
+        &[
+            "timers",
+            "schedule",
+            "ctl-tm",
+            "x",
+            "not json",
+            "--delay-ms",
+            "1",
+        ],
+    );
+    assert!(fails(&bad, 2).contains("payload is not JSON"));
+}
+
+#[test]
 fn maintenance_switches_flip_and_report() {
     let db = Db::fresh();
     let b = Broker::builder(&db).env("NUM_WORKERS", "1").start();

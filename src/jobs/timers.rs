@@ -30,6 +30,7 @@
 //!   return. A broker killed mid-round loses its connection; PostgreSQL
 //!   rolls the round back and the rows are due again for any broker.
 
+use crate::config::TimersConfig;
 use crate::mesh::Notice;
 use crate::shard::Shard;
 use crate::store::Proc;
@@ -106,11 +107,36 @@ fn after_round(shard: &Shard, r: &Value) -> Duration {
             });
         }
     }
-    if r["claimed"].as_u64().unwrap_or(0) >= u64::from(cfg.claim_batch) {
+    pause(
+        cfg,
+        r["claimed"].as_u64().unwrap_or(0),
+        r["nextDueMs"].as_i64(),
+    )
+}
+
+/// The wait before the next round: none after a full one, else until the
+/// nearest due timer (`next_due_ms`, none pending: `None`) within the sleep bounds.
+fn pause(cfg: &TimersConfig, claimed: u64, next_due_ms: Option<i64>) -> Duration {
+    if claimed >= u64::from(cfg.claim_batch) {
         return Duration::ZERO;
     }
-    let next = r["nextDueMs"]
-        .as_i64()
-        .map_or(cfg.max_sleep_ms, |ms| ms.max(0) as u64);
+    let next = next_due_ms.map_or(cfg.max_sleep_ms, |ms| ms.max(0) as u64);
     Duration::from_millis(next.clamp(cfg.min_sleep_ms, cfg.max_sleep_ms))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn full_rounds_chain_and_others_sleep_until_the_nearest_due_within_bounds() {
+        let lookup = |_: &str| None;
+        let cfg = TimersConfig::from_env(&crate::env::Env::new(&lookup)).unwrap();
+        let ms = Duration::from_millis;
+        assert_eq!(pause(&cfg, u64::from(cfg.claim_batch), Some(10_000)), ms(0));
+        assert_eq!(pause(&cfg, 3, Some(20)), ms(20));
+        assert_eq!(pause(&cfg, 3, Some(-40)), ms(cfg.min_sleep_ms));
+        assert_eq!(pause(&cfg, 0, Some(3_600_000)), ms(cfg.max_sleep_ms));
+        assert_eq!(pause(&cfg, 0, None), ms(cfg.max_sleep_ms));
+    }
 }
