@@ -189,7 +189,7 @@ fn a_cycle_is_one_transaction_of_state_sink_pushes_and_ack() {
     assert_eq!(sink_count(&db, "sink"), 10);
     assert!(b
         .pop("/api/v1/pop/queue/src?batch=10&consumerGroup=g&wait=false")
-        .map_or(true, |p| messages(&p).is_empty()));
+        .is_none_or(|p| messages(&p).is_empty()));
     // The same ack again (a retried request): refused, nothing applied twice.
     let again = cycle(
         &b,
