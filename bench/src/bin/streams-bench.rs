@@ -85,7 +85,13 @@ fn call(c: &mut Client, method: &str, path: &str, body: &Value) -> Result<Value,
 }
 
 /// Pushes `n` messages to `src/part` and leases them for `group`.
-fn refill(c: &mut Client, src: &str, part: &str, group: &str, n: usize) -> Result<Vec<Leased>, String> {
+fn refill(
+    c: &mut Client,
+    src: &str,
+    part: &str,
+    group: &str,
+    n: usize,
+) -> Result<Vec<Leased>, String> {
     let items: Vec<Value> = (0..n)
         .map(|i| json!({"queue": src, "partition": part, "payload": {"i": i}}))
         .collect();
@@ -117,7 +123,15 @@ fn refill(c: &mut Client, src: &str, part: &str, group: &str, n: usize) -> Resul
 }
 
 /// The body of one cycle acking `m` (`last`: release the lease).
-fn cycle_body(o: &Opts, qid: &str, sink: &str, m: &Leased, group: &str, last: bool, n: u64) -> Value {
+fn cycle_body(
+    o: &Opts,
+    qid: &str,
+    sink: &str,
+    m: &Leased,
+    group: &str,
+    last: bool,
+    n: u64,
+) -> Value {
     let ops: Vec<Value> = (0..o.state_ops)
         .map(|k| json!({"type": "upsert", "key": format!("w{k}"), "value": {"acc": n, "windowEnd": n}}))
         .collect();
@@ -189,7 +203,10 @@ fn worker(
             let t = Instant::now();
             let ok = match conn.as_mut() {
                 Some(c) => c
-                    .query_one("SELECT queen.streams_cycle($1::jsonb)", &[&as_procedure_arg(body)])
+                    .query_one(
+                        "SELECT queen.streams_cycle($1::jsonb)",
+                        &[&as_procedure_arg(body)],
+                    )
                     .map(|_| ())
                     .map_err(|e| e.to_string()),
                 None => call(&mut http, "POST", "/streams/v1/cycle", &body).and_then(|v| {
@@ -219,19 +236,39 @@ fn worker(
 
 /// Runs one mode on fresh queues; its JSON line.
 fn run_mode(o: &Opts, pg: bool, label: &str) -> Result<Value, String> {
-    let tag = format!("sbench-{}-{}", if pg { "pg" } else { "broker" }, Uuid::new_v4().simple());
+    let tag = format!(
+        "sbench-{}-{}",
+        if pg { "pg" } else { "broker" },
+        Uuid::new_v4().simple()
+    );
     let (src, sink) = (format!("{tag}-src"), format!("{tag}-sink"));
     let mut http = Client::new(o.target.clone(), Duration::from_secs(30));
-    call(&mut http, "POST", "/api/v1/configure",
-         &json!({"queue": src, "options": {"leaseTime": 3600}}))?;
-    let reg = call(&mut http, "POST", "/streams/v1/queries",
-                   &json!({"name": src, "source_queue": src, "sink_queue": sink, "config_hash": "bench"}))?;
-    let qid = reg["query_id"].as_str().ok_or("register: no query_id")?.to_string();
+    call(
+        &mut http,
+        "POST",
+        "/api/v1/configure",
+        &json!({"queue": src, "options": {"leaseTime": 3600}}),
+    )?;
+    let reg = call(
+        &mut http,
+        "POST",
+        "/streams/v1/queries",
+        &json!({"name": src, "source_queue": src, "sink_queue": sink, "config_hash": "bench"}),
+    )?;
+    let qid = reg["query_id"]
+        .as_str()
+        .ok_or("register: no query_id")?
+        .to_string();
     let phase = Arc::new(AtomicU8::new(WARMUP));
     let threads: Vec<_> = (0..o.partitions)
         .map(|p| {
-            let (o, qid, src, sink, phase) =
-                (o.clone(), qid.clone(), src.clone(), sink.clone(), phase.clone());
+            let (o, qid, src, sink, phase) = (
+                o.clone(),
+                qid.clone(),
+                src.clone(),
+                sink.clone(),
+                phase.clone(),
+            );
             thread::spawn(move || worker(o, pg, qid, src, sink, format!("p{p}"), phase))
         })
         .collect();
@@ -276,16 +313,24 @@ fn run(words: &[String]) -> Result<ExitCode, String> {
     }
     let a = Args::parse(words).map_err(|e| format!("{e}\n{USAGE}"))?;
     let bad = |e| format!("{e}\n{USAGE}");
-    let url: String = a.get("url", "http://127.0.0.1:6632".to_string()).map_err(bad)?;
+    let url: String = a
+        .get("url", "http://127.0.0.1:6632".to_string())
+        .map_err(bad)?;
     let o = Opts {
         target: Target::parse(&url)?,
         dsn: a
-            .get("dsn", "host=127.0.0.1 port=5432 user=postgres dbname=postgres".to_string())
+            .get(
+                "dsn",
+                "host=127.0.0.1 port=5432 user=postgres dbname=postgres".to_string(),
+            )
             .map_err(bad)?,
         partitions: a.get("partitions", 20usize).map_err(bad)?.max(1),
         state_ops: a.get("state-ops", 10usize).map_err(bad)?,
         pushes: a.get("pushes", 10usize).map_err(bad)?,
-        lease_batch: a.get("lease-batch", 500usize).map_err(bad)?.clamp(1, 10_000),
+        lease_batch: a
+            .get("lease-batch", 500usize)
+            .map_err(bad)?
+            .clamp(1, 10_000),
         duration: Duration::from_secs_f64(a.get("duration", 10.0f64).map_err(bad)?.max(0.1)),
         warmup: Duration::from_secs_f64(a.get("warmup", 2.0f64).map_err(bad)?.max(0.0)),
     };
@@ -309,7 +354,10 @@ fn run(words: &[String]) -> Result<ExitCode, String> {
     }
     if let [broker, pg] = rates[..] {
         if pg > 0.0 {
-            eprintln!("broker / plain client: {:.0}% (target: at least 50%)", 100.0 * broker / pg);
+            eprintln!(
+                "broker / plain client: {:.0}% (target: at least 50%)",
+                100.0 * broker / pg
+            );
         }
     }
     Ok(ExitCode::SUCCESS)
