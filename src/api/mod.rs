@@ -13,6 +13,7 @@ mod dlq;
 mod edge;
 mod groups;
 mod health;
+mod kv_switch;
 mod lease;
 mod maintenance;
 mod messages;
@@ -120,6 +121,8 @@ async fn route(shard: &Rc<Shard>, mut req: Request) -> Result<Response, ApiError
         (Post, ["api", "v1", "system", "maintenance", "pop"]) => {
             maintenance::set(shard, &req, true).await
         }
+        (Get, ["api", "v1", "system", "kv-timers"]) => kv_switch::get(shard).await,
+        (Post, ["api", "v1", "system", "kv-timers"]) => kv_switch::set(shard, &req).await,
         (Get, ["api", "v1", "status", "buffers"]) => buffers::handle(shard).await,
         // status and analytics (§12)
         (Get, ["api", "v1", "status"]) => status::status(shard, &req).await,
@@ -216,6 +219,7 @@ fn known_path(s: &[&str]) -> bool {
             | ["api", "v1", "system", "shared-state"]
             | ["api", "v1", "system", "maintenance"]
             | ["api", "v1", "system", "maintenance", "pop"]
+            | ["api", "v1", "system", "kv-timers"]
             | ["api", "v1", "status", "buffers"]
             | ["api", "v1", "status"]
             | ["api", "v1", "status", "queues" | "analytics"]
