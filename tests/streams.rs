@@ -624,3 +624,53 @@ fn sec29_a_plain_role_cannot_read_or_write_the_streams_tables() {
     assert_eq!(public, 0);
     db.exec(&format!("DROP ROLE {role}"));
 }
+
+#[test]
+fn release_lease_false_keeps_the_lease_and_dlq_dead_letters_the_run() {
+    let db = Db::fresh();
+    let b = Broker::start(&db);
+    let qid = query_id(&b, "q");
+    b.push_n("src", "p1", "m", 4);
+    let pop = b
+        .pop("/api/v1/pop/queue/src/partition/p1?batch=4&consumerGroup=g")
+        .expect("a batch");
+    let (lease, ms) = (pop["leaseId"].as_str().unwrap().to_string(), messages(&pop));
+    let pid = ms[0]["partitionId"].as_str().unwrap().to_string();
+    let ack = |txid: &str, status: &str, count: u64, release: bool| {
+        cycle(
+            &b,
+            &json!({"query_id": qid, "partition_id": pid, "consumer_group": "g",
+                    "release_lease": release,
+                    "ack": {"transactionId": txid, "leaseId": lease, "status": status, "count": count}}),
+        )
+    };
+    // A gate that allowed the first message: the cursor moves, the lease stays.
+    let kept = ack("m0", "completed", 1, false);
+    assert_eq!(kept["ack_result"]["lease_released"], false, "{kept}");
+    assert_eq!(lease_of(&db, &pid).as_deref(), Some(lease.as_str()));
+    // The next two dead-lettered as one run, the lease still kept.
+    let dlq = ack("m2", "dlq", 2, false);
+    assert_eq!(dlq["ack_result"]["dlq"], true, "{dlq}");
+    assert_eq!(
+        db.count(
+            "SELECT count(*) FROM queen.dead_letter_queue WHERE consumer_group = 'g'",
+            &[]
+        ),
+        2,
+        "m1 and m2, not m0"
+    );
+    // Behind the cursor now: refused, nothing changes.
+    assert_eq!(ack("m1", "completed", 1, true)["success"], false);
+    let last = ack("m3", "completed", 1, true);
+    assert_eq!(last["ack_result"]["lease_released"], true, "{last}");
+    assert_eq!(lease_of(&db, &pid), None);
+    assert_eq!(
+        db.count(
+            "SELECT total_messages_consumed FROM queen.partition_consumers \
+             WHERE partition_id = $1::text::uuid AND consumer_group = 'g'",
+            &[&pid]
+        ),
+        2,
+        "m0 and m3 consumed, m1 and m2 dead-lettered"
+    );
+}
