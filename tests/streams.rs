@@ -129,6 +129,15 @@ fn a_changed_config_hash_is_409_until_reset_wipes_the_state() {
     assert_eq!(register(&b, "orders-sum", "h2", false).status, 200);
     assert_eq!(register(&b, "orders-sum", "h1", false).status, 409);
 
+    // The tenant's grant: one query at most, the one it has.
+    db.exec(
+        "INSERT INTO queen_streams.quota (tenant_id, max_queries) \
+         VALUES ('00000000-0000-0000-0000-000000000001', 1)",
+    );
+    let over = register(&b, "second", "h1", false);
+    assert_eq!(over.status, 403, "{}", over.text());
+    assert!(over.json()["error"].as_str().unwrap().contains("quota"));
+    assert_eq!(register(&b, "orders-sum", "h2", false).status, 200);
     for bad in [
         json!({"source_queue": "s", "config_hash": "h"}),
         json!({"name": "n", "config_hash": "h"}),
@@ -233,6 +242,21 @@ fn a_cycle_with_a_foreign_lease_or_a_bad_sink_applies_nothing() {
     assert!(
         bad_sink["error"].as_str().unwrap().contains("push_items"),
         "{bad_sink}"
+    );
+    // A lease of another queue's partition is not this query's to ack.
+    b.push_n("other", "p1", "o", 1);
+    let other = b
+        .pop("/api/v1/pop/queue/other?batch=1&consumerGroup=g")
+        .expect("other");
+    let not_source = cycle(
+        &b,
+        &json!({"query_id": qid, "partition_id": messages(&other)[0]["partitionId"],
+                "consumer_group": "g", "state_ops": ops,
+                "ack": {"transactionId": "o0", "leaseId": other["leaseId"], "count": 1}}),
+    );
+    assert_eq!(
+        not_source["error"], "The ack's partition is not of the query's source queue",
+        "{not_source}"
     );
     let unknown = cycle(
         &b,

@@ -77,7 +77,7 @@ LANGUAGE sql AS $$
 $$;
 
 -- ---------------------------------------------------------------------------
--- queen.streams_ack(tenant, partition, group, ack, release) -- the cycle's source ack
+-- queen.streams_ack(tenant, source, partition, group, ack, release) -- the cycle's source ack
 --   ack: {transactionId, leaseId, status: completed|success|failed|dlq, count}
 --   out: {success:true, count, lease_released, dlq}
 --   The message transactionId of the partition closes the acknowledged run:
@@ -87,10 +87,11 @@ $$;
 --   the queue's retryLimit it is dead-lettered as dlq is). release=false keeps
 --   the lease (completed/success/dlq). Raises, so the whole cycle rolls back:
 --   'Invalid or expired lease' (no live lease, or another holder's),
---   'Message not found', 'Message already acknowledged', 'Invalid ack status: <s>'.
+--   'Message not found', 'Message already acknowledged', 'Invalid ack status: <s>',
+--   'The ack's partition is not of the query's source queue'.
 -- ---------------------------------------------------------------------------
-CREATE OR REPLACE FUNCTION queen.streams_ack(p_tenant uuid, p_pid uuid, p_group text,
-    p_ack jsonb, p_release boolean) RETURNS jsonb
+CREATE OR REPLACE FUNCTION queen.streams_ack(p_tenant uuid, p_source text, p_pid uuid,
+    p_group text, p_ack jsonb, p_release boolean) RETURNS jsonb
 LANGUAGE plpgsql AS $$
 DECLARE
     v_status text := lower(coalesce(p_ack->>'status', 'completed'));
@@ -100,6 +101,7 @@ DECLARE
     v_mid    uuid;
     v_mts    timestamptz;
     v_retry  int;
+    v_queue  text;
     pc       queen.partition_consumers;
     v_dlq    boolean := false;
 BEGIN
@@ -107,13 +109,16 @@ BEGIN
         RAISE EXCEPTION 'Invalid ack status: %', v_status;
     END IF;
     PERFORM pg_advisory_xact_lock(queen.lock_key(p_pid, p_group));
-    SELECT m.id, m.created_at, q.retry_limit INTO v_mid, v_mts, v_retry
+    SELECT m.id, m.created_at, q.retry_limit, q.name INTO v_mid, v_mts, v_retry, v_queue
       FROM queen.messages m
       JOIN queen.partitions pt ON pt.id = m.partition_id
       JOIN queen.queues q ON q.id = pt.queue_id AND q.tenant_id = p_tenant
      WHERE m.partition_id = p_pid AND m.transaction_id = p_ack->>'transactionId';
     IF v_mid IS NULL THEN
         RAISE EXCEPTION 'Message not found';
+    END IF;
+    IF v_queue IS DISTINCT FROM p_source THEN
+        RAISE EXCEPTION 'The ack''s partition is not of the query''s source queue';
     END IF;
     SELECT * INTO pc FROM queen.partition_consumers
      WHERE partition_id = p_pid AND consumer_group = p_group;
@@ -226,7 +231,7 @@ BEGIN
         IF v_pid IS NULL THEN
             RAISE EXCEPTION 'partition_id must be the source partition''s id for an ack';
         END IF;
-        v_ares := queen.streams_ack(v_tenant, v_pid,
+        v_ares := queen.streams_ack(v_tenant, v_source, v_pid,
                                     coalesce(nullif(p->>'group', ''), '__QUEUE_MODE__'),
                                     v_ack, coalesce((p->>'release_lease')::boolean, true));
     END IF;
