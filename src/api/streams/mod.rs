@@ -27,7 +27,7 @@ fn refused(error: impl Into<String>) -> Response {
     ok_json(&json!({ "success": false, "error": error.into() }))
 }
 
-/// `field` of `m` as a query id: a UUID string.
+/// `query_id` of `m`: a UUID string.
 fn query_id(m: &Map<String, Value>) -> Result<&str, String> {
     match m.get("query_id") {
         Some(Value::String(s)) if crate::ids::is_uuid(s) => Ok(s),
