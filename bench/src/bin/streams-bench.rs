@@ -122,11 +122,14 @@ fn refill(
         .unwrap_or_default())
 }
 
-/// The body of one cycle acking `m` (`last`: release the lease).
+/// The body of one cycle acking `m` (`last`: release the lease). `sink` is
+/// (queue, partition): the source partition's name, as the SDK's `.to()`
+/// defaults, so cycles of different partitions do not queue on one sink
+/// partition's append lock.
 fn cycle_body(
     o: &Opts,
     qid: &str,
-    sink: &str,
+    sink: (&str, &str),
     m: &Leased,
     group: &str,
     last: bool,
@@ -136,7 +139,7 @@ fn cycle_body(
         .map(|k| json!({"type": "upsert", "key": format!("w{k}"), "value": {"acc": n, "windowEnd": n}}))
         .collect();
     let items: Vec<Value> = (0..o.pushes)
-        .map(|k| json!({"queue": sink, "partition": "out", "payload": {"n": n, "k": k}}))
+        .map(|k| json!({"queue": sink.0, "partition": sink.1, "payload": {"n": n, "k": k}}))
         .collect();
     json!({"query_id": qid, "partition_id": m.0, "consumer_group": group,
            "state_ops": ops, "push_items": items, "release_lease": last,
@@ -199,7 +202,7 @@ fn worker(
                 break;
             }
             n += 1;
-            let body = cycle_body(&o, &qid, &sink, m, &group, i + 1 == batch.len(), n);
+            let body = cycle_body(&o, &qid, (&sink, &part), m, &group, i + 1 == batch.len(), n);
             let t = Instant::now();
             let ok = match conn.as_mut() {
                 Some(c) => c
