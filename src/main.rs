@@ -11,14 +11,17 @@
 //! - `serve`: a shard's start-up and life: builds its `Shard`, spawns its
 //!   drains, metrics sampler, jobs (shard 0) and spool replay, serves HTTP. — shards
 //! - `api`: one file per HTTP endpoint; `api/mod.rs` lists the routes
-//!   (timers: `api/timers.rs`, their op validation `api/timers_ops.rs`). — shards
+//!   (timers: `api/timers.rs`, their op validation `api/timers_ops.rs`);
+//!   `api/streams/` the stream queries, cycles and state reads (their SQL in
+//!   `sql/functions/streams.sql`). — shards
 //! - `dashboard`, `jobs`: the embedded dashboard and its routes; the
 //!   background job schedule (retention, eviction, lease reclaim, stats
 //!   roll-up, cleanup, the timer firing job `jobs/timers.rs`). — shards; jobs
 //!   on shard 0, their SQL on the DB threads (timers' on the KV pool)
 //! - `shard`: a shard's state and its methods: the `Shard`, push and ack
 //!   lanes, long-poll waiters, its caches. — shards
-//! - `metrics`, `auth`: per-shard counters, the board that sums them, the
+//! - `metrics`, `auth`: per-shard counters (stream cycles and their latency
+//!   histogram among them), the board that sums them, the
 //!   rate sampler's ring, the cached DB snapshot and the JSON / Prometheus
 //!   rendering; JWT checks with the per-shard token cache, and tenancy
 //!   (`DEFAULT_TENANT`). — shards; the JWKS refetch on the `jwks` thread

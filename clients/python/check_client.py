@@ -31,6 +31,7 @@ try:
     import httpx
     from queen import Queen
     from check_timers import check_timers
+    from check_streams import check_streams
 except Exception as exc:  # pragma: no cover - environment problem
     print(f"FAIL import: cannot import the queen-mq client: {exc!r}")
     print("0 passed, 1 failed")
@@ -445,6 +446,7 @@ CHECKS: List[Callable[[Ctx], Awaitable[str]]] = [
     check_admin_calls,
     check_conflation_autopilot,
     check_timers,
+    check_streams,
 ]
 
 

@@ -28,6 +28,7 @@ mod resources;
 mod seal;
 mod shared_state;
 mod status;
+mod streams;
 mod timers;
 mod timers_ops;
 mod traces;
@@ -195,6 +196,11 @@ async fn route(shard: &Rc<Shard>, mut req: Request) -> Result<Response, ApiError
             timers::cancel(shard, &req, q, key).await
         }
         (Get, ["api", "v1", "resources", "timers"]) => timers::pending(shard, &req).await,
+        // streams (§19)
+        (Post, ["streams", "v1", "queries"]) => streams::queries::register(shard, &req).await,
+        (Get, ["streams", "v1", "queries"]) => streams::queries::list(shard, &req).await,
+        (Post, ["streams", "v1", "cycle"]) => streams::cycle::handle(shard, &req).await,
+        (Post, ["streams", "v1", "state", "get"]) => streams::state::get(shard, &req).await,
         (_, path) if known_path(path) => Err(ApiError::MethodNotAllowed),
         (Get, path) if crate::dashboard::claims(path) => {
             crate::dashboard::handle(shard, path).await
@@ -276,5 +282,7 @@ fn known_path(s: &[&str]) -> bool {
             | ["api", "v1", "timers"]
             | ["api", "v1", "timers", _, ..]
             | ["api", "v1", "resources", "timers"]
+            | ["streams", "v1", "queries" | "cycle"]
+            | ["streams", "v1", "state", "get"]
     )
 }

@@ -97,6 +97,14 @@ pub enum Proc {
     StatusView,
     /// `queen.status_queue`: one queue's status detail, partitions paged (sql/functions/status.sql).
     StatusQueue,
+    /// `queen.streams_register`: register or find a stream query (§19).
+    StreamsRegister,
+    /// `queen.streams_cycle`: a stream cycle's state ops, sink pushes and ack in one transaction (§19).
+    StreamsCycle,
+    /// `queen.streams_state_get`: a stream partition's state rows (§19).
+    StreamsStateGet,
+    /// `queen.streams_overview`: the stream queries with partitions, state rows and last cycle (dashboard).
+    StreamsOverview,
     /// `queen.cleanup`: one bounded round of inactive-partition and old-metrics cleanup (sql/functions/cleanup.sql).
     Cleanup,
     /// `queen.timers_apply`: schedule/reschedule/cancel ops in one transaction (sql/functions/timers.sql).
@@ -165,6 +173,10 @@ impl Proc {
             Proc::TimersCount => "SELECT queen.timers_count($1::jsonb)",
             Proc::TimersPending => "SELECT queen.timers_pending($1::jsonb)",
             Proc::TimersFire => "SELECT queen.timers_fire($1::jsonb)",
+            Proc::StreamsRegister => "SELECT queen.streams_register($1::jsonb)",
+            Proc::StreamsCycle => "SELECT queen.streams_cycle($1::jsonb)",
+            Proc::StreamsStateGet => "SELECT queen.streams_state_get($1::jsonb)",
+            Proc::StreamsOverview => "SELECT queen.streams_overview($1::jsonb)",
         }
     }
 }
