@@ -554,3 +554,71 @@ fn the_kill_switch_stops_scheduling_and_pauses_the_fire() {
     wait_fired(&db, Duration::from_secs(5));
     assert_eq!(drain(&b, "ks", 1, Duration::from_secs(5)).len(), 1);
 }
+
+#[test]
+fn a_write_only_token_schedules_but_cannot_cancel_and_the_sub_is_stamped() {
+    use jsonwebtoken::{encode, EncodingKey, Header};
+    const SECRET: &str = "timers-secret-0123456789abcdef";
+    let token = |role: &str| {
+        let exp = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+            + 3600;
+        let claims = json!({"sub": format!("{role}-svc"), "role": role, "exp": exp});
+        let t = encode(
+            &Header::default(),
+            &claims,
+            &EncodingKey::from_secret(SECRET.as_bytes()),
+        );
+        format!("Bearer {}", t.unwrap())
+    };
+    let db = Db::fresh();
+    let b = Broker::builder(&db)
+        .env("JWT_ENABLED", "true")
+        .env("JWT_SECRET", SECRET)
+        .start();
+    let call = |auth: &str, method: &str, path: &str, body: Option<&Value>| {
+        let bytes = body.map(|v| v.to_string().into_bytes());
+        let mut h = vec![("Authorization", auth)];
+        if bytes.is_some() {
+            h.push(("Content-Type", "application/json"));
+        }
+        b.conn()
+            .request(method, path, &h, bytes.as_deref())
+            .expect("request")
+    };
+    let (wo, rw) = (token("write-only"), token("read-write"));
+    let ops = json!({"operations": [
+        sched("jq", "k", 60_000, "tk", json!({"a": 1})),
+        sched("jq", "now", 0, "tnow", json!({"a": 2}))]});
+    let r = call(&wo, "POST", "/api/v1/timers", Some(&ops));
+    assert_eq!(r.status, 200, "{}", r.text());
+    let with_cancel = json!({"operations": [
+        sched("jq", "k2", 60_000, "tk2", json!(2)),
+        {"op": "cancel", "queue": "jq", "timerKey": "k"}]});
+    assert_eq!(
+        call(&wo, "POST", "/api/v1/timers", Some(&with_cancel)).status,
+        403
+    );
+    assert_eq!(call(&wo, "DELETE", "/api/v1/timers/jq/k", None).status, 403);
+    // the refused batch wrote nothing
+    let peek = call(&rw, "GET", "/api/v1/timers/jq/k2", None).json();
+    assert_eq!(peek["found"], false);
+    let r = call(&rw, "POST", "/api/v1/timers", Some(&with_cancel));
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["results"][1]["status"], "cancelled");
+    check_for(Duration::from_secs(10), || {
+        let n = db.count(
+            "SELECT count(*) FROM queen.messages WHERE transaction_id = 'tnow'",
+            &[],
+        );
+        (n == 1).then_some(())
+    });
+    let sub: Option<String> = db.query(
+        "SELECT producer_sub FROM queen.messages WHERE transaction_id = 'tnow'",
+        &[],
+    )[0]
+    .get(0);
+    assert_eq!(sub.as_deref(), Some("write-only-svc"));
+}
