@@ -220,15 +220,15 @@ fn reschedule_moves_the_fire_time() {
     let b = Broker::start(&db);
     let first = apply(
         &b,
-        vec![sched("rq", "k/with/slash", 400, "tx1", json!("old"))],
+        vec![sched("rq", "k/with/slash", 1_000, "tx1", json!("old"))],
     );
     assert_eq!(first[0]["status"], "scheduled");
-    let mut op = sched("rq", "k/with/slash", 2_000, "tx2", json!("new"));
+    let mut op = sched("rq", "k/with/slash", 3_000, "tx2", json!("new"));
     op["op"] = json!("reschedule");
     let second = apply(&b, vec![op]);
     assert_eq!(second[0]["status"], "rescheduled");
     assert!(second[0]["deliverAt"].as_str() > first[0]["deliverAt"].as_str());
-    std::thread::sleep(Duration::from_millis(1_000));
+    std::thread::sleep(Duration::from_millis(1_800));
     let peek = b.get("/api/v1/timers/rq/k/with/slash").json();
     assert_eq!(peek["found"], true, "fired at the old time: {peek}");
     assert_eq!(peek["txn"], "tx2");
