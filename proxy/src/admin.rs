@@ -44,9 +44,16 @@ fn uuid_arg(name: &str, v: &str) -> Result<Uuid, Refusal> {
 }
 
 fn db_error(e: postgres::Error) -> Refusal {
-    let code = match e.code().map(|c| c.code()) {
-        Some("P0002") => "not_found",
-        Some("22023" | "23505" | "23514") => "bad_request",
+    use postgres::error::SqlState;
+    let code = match e.code() {
+        Some(c) if *c == SqlState::NO_DATA_FOUND => "not_found",
+        Some(c)
+            if *c == SqlState::INVALID_PARAMETER_VALUE
+                || *c == SqlState::UNIQUE_VIOLATION
+                || *c == SqlState::CHECK_VIOLATION =>
+        {
+            "bad_request"
+        }
         _ => "control_db_error",
     };
     Refusal(code, pxdb::describe(&e))
