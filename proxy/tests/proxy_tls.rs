@@ -156,3 +156,101 @@ fn cached_clusters_serve_while_the_control_database_is_down() {
             == 200
     });
 }
+
+#[test]
+fn ed25519_sessions_verify_and_unusable_key_material_exits_1() {
+    let _pg = pg_shared();
+    let db = Db::fresh();
+    for (k, v) in [
+        ("QUEEN_PROXY_JWT_ED25519_PEM", "not a pem"),
+        (
+            "QUEEN_PROXY_JWT_ED25519_PUB_PEM",
+            "-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----",
+        ),
+    ] {
+        let mut p = Proxy::builder(&db)
+            .env("QUEEN_PROXY_JWT_SECRET", "")
+            .env(k, v)
+            .spawn();
+        assert_eq!(
+            p.wait_exit(Duration::from_secs(10)).and_then(|s| s.code()),
+            Some(1),
+            "{k}"
+        );
+        assert!(p.log().contains(k), "{}", p.log());
+    }
+    let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519).expect("ed25519 key");
+    let pem = key.serialize_pem();
+    let mut p = Proxy::builder(&db)
+        .env("QUEEN_PROXY_JWT_ED25519_PEM", &pem)
+        .spawn();
+    assert_eq!(
+        p.wait_exit(Duration::from_secs(10)).and_then(|s| s.code()),
+        Some(1),
+        "with the HS256 secret too"
+    );
+    assert!(p.log().contains("set only one of"), "{}", p.log());
+
+    let broker = secured_broker(&db);
+    bootstrap(&db, &broker, "acme-inc", "acme", TENANT_A);
+    let ed = [
+        ("QUEEN_PROXY_JWT_SECRET", ""),
+        ("QUEEN_PROXY_JWT_ED25519_PEM", pem.as_str()),
+    ];
+    let (_, u) = admin_env(
+        &db,
+        &ed,
+        &[
+            "create-user",
+            "--tenant",
+            "acme-inc",
+            "--email",
+            "ed@acme.test",
+        ],
+    );
+    let uid = u["id"].as_str().unwrap().to_string();
+    admin_ok(
+        &db,
+        &[
+            "grant-role",
+            "--user",
+            &uid,
+            "--cluster",
+            "acme",
+            "--role",
+            "viewer",
+        ],
+    );
+    let (code_, t) = admin_env(&db, &ed, &["mint-session", "--user", &uid]);
+    assert_eq!(code_, 0, "{t}");
+    let token = t["token"].as_str().unwrap().to_string();
+    let hs_token = admin_ok(&db, &["mint-session", "--user", &uid])["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let proxy = Proxy::builder(&db)
+        .env("QUEEN_PROXY_JWT_SECRET", "")
+        .env("QUEEN_PROXY_JWT_ED25519_PEM", &pem)
+        .start();
+    assert!(proxy.log().contains("sessions: EdDSA"), "{}", proxy.log());
+    eventually("EdDSA session works", || {
+        proxy
+            .call(
+                "acme",
+                Some(&token),
+                "GET",
+                "/api/v1/resources/queues",
+                None,
+            )
+            .status
+            == 200
+    });
+    let r = proxy.call(
+        "acme",
+        Some(&hs_token),
+        "GET",
+        "/api/v1/resources/queues",
+        None,
+    );
+    assert_eq!(r.status, 401, "a token of another key is refused");
+}

@@ -66,11 +66,18 @@ pub fn cell_token() -> String {
 
 /// One `queen-proxy admin …` call: (exit code, the JSON object printed).
 pub fn admin(db: &Db, args: &[&str]) -> (i32, Value) {
+    admin_env(db, &[], args)
+}
+
+/// [`admin`] with extra environment variables (an empty value unsets).
+pub fn admin_env(db: &Db, envs: &[(&str, &str)], args: &[&str]) -> (i32, Value) {
     let mut cmd = Command::new(exe());
     pxdb_env(&mut cmd, db);
-    cmd.env("QUEEN_PROXY_JWT_SECRET", SESSION_SECRET)
-        .arg("admin")
-        .args(args);
+    cmd.env("QUEEN_PROXY_JWT_SECRET", SESSION_SECRET);
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    cmd.arg("admin").args(args);
     let out = cmd.output().expect("run queen-proxy admin");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let lines: Vec<&str> = stdout.lines().collect();
@@ -184,6 +191,22 @@ impl Proxy {
             db: db.name.clone(),
             envs: Vec::new(),
         }
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// A `/proc/<pid>/status` field in KiB (`VmHWM`, `VmRSS`).
+    pub fn status_kib(&self, field: &str) -> u64 {
+        let status =
+            fs::read_to_string(format!("/proc/{}/status", self.pid())).expect("proc status");
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {field} in /proc status"))
     }
 
     /// The log so far.
