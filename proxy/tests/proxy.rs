@@ -156,6 +156,85 @@ fn classification_rows_are_answered_before_authentication() {
         "route_blocked",
         "Host is lower-cased, port and dot stripped"
     );
+    // Every named row reaches the broker for a principal allowed everywhere
+    // (a live operator): whatever the broker answers, the proxy refused nothing.
+    let (_, op) = user(&db, "op@acme.test", None, true);
+    let named = [
+        ("POST", "/api/v1/push"),
+        ("POST", "/api/v1/transaction"),
+        ("GET", "/api/v1/pop/queue/q?wait=false"),
+        ("GET", "/api/v1/pop/queue/q/partition/p?wait=false"),
+        ("POST", "/api/v1/ack"),
+        ("POST", "/api/v1/ack/batch"),
+        (
+            "POST",
+            "/api/v1/lease/00000000-0000-0000-0000-000000000000/extend",
+        ),
+        ("POST", "/api/v1/configure"),
+        ("DELETE", "/api/v1/resources/queues/q"),
+        ("POST", "/api/v1/messages/p/t/retry"),
+        ("POST", "/api/v1/dlq/1/replay"),
+        ("DELETE", "/api/v1/messages/p/t"),
+        ("DELETE", "/api/v1/dlq"),
+        ("POST", "/api/v1/consumer-groups/g/subscription"),
+        ("DELETE", "/api/v1/consumer-groups/g"),
+        ("POST", "/streams/v1/cycle"),
+        ("GET", "/streams/v1/streams"),
+        ("POST", "/api/v1/traces"),
+        ("POST", "/api/v1/kv"),
+        ("GET", "/api/v1/kv/ns/k"),
+        ("PUT", "/api/v1/kv/ns/k"),
+        ("DELETE", "/api/v1/kv/ns/k"),
+        ("POST", "/api/v1/timers"),
+        ("GET", "/api/v1/timers/t"),
+        ("DELETE", "/api/v1/timers/t"),
+        ("POST", "/api/v1/ephemeral/push"),
+        ("GET", "/api/v1/ephemeral/pop"),
+        ("POST", "/api/v1/ephemeral/ack"),
+        ("POST", "/api/v1/ephemeral/configure"),
+        ("POST", "/api/v1/ephemeral/reset"),
+        ("DELETE", "/api/v1/ephemeral/queue/q"),
+        ("GET", "/api/v1/ephemeral/queues"),
+        ("GET", "/api/v1/ephemeral/queues/q/depth"),
+        ("GET", "/api/v1/messages"),
+        ("GET", "/api/v1/resources/queues"),
+        ("POST", "/api/v1/resources/kv/list"),
+        ("GET", "/api/v1/status/queues"),
+        ("GET", "/api/v1/analytics/queue-lag"),
+        ("GET", "/api/v1/consumer-groups"),
+        ("GET", "/api/v1/dlq"),
+        ("GET", "/api/v1/traces/names"),
+        ("GET", "/"),
+        ("GET", "/api/v1/status"),
+        ("GET", "/api/v1/status/buffers"),
+        ("GET", "/api/v1/analytics/system-metrics"),
+        ("GET", "/api/v1/analytics/worker-metrics"),
+        ("GET", "/api/v1/analytics/postgres-stats"),
+        ("GET", "/api/v1/system/maintenance"),
+        ("GET", "/api/v1/system/maintenance/pop"),
+    ];
+    let proxy_codes = [
+        "route_blocked",
+        "forbidden",
+        "unauthorized",
+        "feature_gated",
+        "bad_gateway",
+        "upstream_timeout",
+    ];
+    eventually("the operator is loaded", || {
+        proxy.call("acme", Some(&op), "GET", "/", None).status != 401
+    });
+    for (m, p) in named {
+        let body = (m != "GET").then(|| b"{}".to_vec());
+        let r = proxy.call("acme", Some(&op), m, p, body.as_deref());
+        assert!(
+            !proxy_codes.contains(&code(&r).as_str()),
+            "{m} {p}: {} {}",
+            r.status,
+            r.text()
+        );
+        assert!(r.header("x-queen-request-id").is_some());
+    }
 }
 
 #[test]
@@ -567,6 +646,19 @@ fn control_plane_calls_are_audited_and_take_effect_at_once() {
         let e = c.batch_execute(sql).expect_err(sql);
         assert!(format!("{e:?}").contains("append-only"), "{sql}: {e:?}");
     }
+    // ... and for a role that was granted every privilege on it.
+    let role = format!("px_{}", std::process::id());
+    c.batch_execute(&format!("CREATE ROLE {role}; GRANT USAGE ON SCHEMA queen_proxy TO {role}; GRANT ALL ON queen_proxy.operations TO {role}"))
+        .unwrap();
+    let mut tx = c.transaction().unwrap();
+    tx.batch_execute(&format!("SET LOCAL ROLE {role}")).unwrap();
+    let e = tx
+        .batch_execute("DELETE FROM queen_proxy.operations")
+        .expect_err("as another role");
+    assert!(format!("{e:?}").contains("append-only"), "{e:?}");
+    drop(tx);
+    c.batch_execute(&format!("DROP OWNED BY {role}; DROP ROLE {role}"))
+        .unwrap();
     assert_eq!(ops(), 9);
     let actions: Vec<String> = db
         .query("SELECT action FROM queen_proxy.operations ORDER BY id", &[])
