@@ -11,8 +11,6 @@ use common::*;
 use std::time::Duration;
 use support::*;
 
-const TENANT_A: &str = "11111111-1111-4111-8111-111111111111";
-
 /// The stale-grace test stops PostgreSQL: it holds this for writing, the
 /// others for reading, so none of them runs while the database is down.
 static PG_UP: std::sync::RwLock<()> = std::sync::RwLock::new(());

@@ -344,3 +344,53 @@ pub fn eventually(what: &str, mut f: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// The tenant of cluster `acme` in these tests.
+pub const TENANT_A: &str = "11111111-1111-4111-8111-111111111111";
+/// The tenant of cluster `beta` in these tests.
+pub const TENANT_B: &str = "22222222-2222-4222-8222-222222222222";
+
+/// A broker, a proxy with operator routes on, and cluster `acme`.
+pub fn setup(db: &Db, extra: &[(&str, &str)]) -> (Broker, Proxy) {
+    let broker = secured_broker(db);
+    bootstrap(db, &broker, "acme-inc", "acme", TENANT_A);
+    let mut b = Proxy::builder(db).env("QUEEN_PROXY_OPERATOR_ENABLED", "true");
+    for (k, v) in extra {
+        b = b.env(k, v);
+    }
+    (broker, b.start())
+}
+
+/// A user of tenant acme-inc with `role` on acme (or an operator); returns
+/// (user id, session token).
+pub fn user(db: &Db, email: &str, role: Option<&str>, operator: bool) -> (String, String) {
+    let mut args = vec!["create-user", "--tenant", "acme-inc", "--email", email];
+    if operator {
+        args.push("--operator");
+    }
+    let id = admin_ok(db, &args)["id"].as_str().unwrap().to_string();
+    if let Some(role) = role {
+        admin_ok(
+            db,
+            &[
+                "grant-role",
+                "--user",
+                &id,
+                "--cluster",
+                "acme",
+                "--role",
+                role,
+            ],
+        );
+    }
+    let token = admin_ok(db, &["mint-session", "--user", &id])["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    (id, token)
+}
+
+/// A key with every scope on `slug`.
+pub fn key_for(db: &Db, slug: &str) -> String {
+    issue_key(db, slug, "produce,consume,admin,read").1
+}
