@@ -70,7 +70,7 @@ DIRECT=$URL
 
 export PXDB_HOST=127.0.0.1 PXDB_PORT="$PGPORT" PXDB_USER=postgres PXDB_PASSWORD=postgres PXDB_DB=queen
 "$PROXY_BIN" admin bootstrap --tenant bench --cluster bench --broker-url "$DIRECT" >/dev/null
-KEY=$("$PROXY_BIN" admin issue-key --cluster bench --scopes produce,consume,read \
+KEY=$("$PROXY_BIN" admin issue-key --cluster bench --scopes produce,consume,read,admin \
     | python3 -c 'import json,sys; print(json.load(sys.stdin)["key"])')
 PPORT=$(free_port)
 QUEEN_PROXY_BIND_ADDR=127.0.0.1 QUEEN_PROXY_PORT="$PPORT" QUEEN_PROXY_NUM_WORKERS="$WORKERS" \
