@@ -406,6 +406,16 @@ mod tests {
     }
 
     #[test]
+    fn userinfo_of_the_url_is_the_bearer_token() {
+        let t = Target::parse("http://qk_live_abc@127.0.0.1:6711/").unwrap();
+        assert_eq!(
+            (t.host.as_str(), t.bearer.as_deref()),
+            ("127.0.0.1:6711", Some("qk_live_abc"))
+        );
+        assert_eq!(Target::parse("http://127.0.0.1:1").unwrap().bearer, None);
+    }
+
+    #[test]
     fn reads_length_chunked_and_empty_bodies_on_one_connection() {
         let t = serve(vec![
             b"HTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\n[]",
