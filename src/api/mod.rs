@@ -13,6 +13,7 @@ mod dlq;
 mod edge;
 mod groups;
 mod health;
+mod kv_switch;
 mod lease;
 mod maintenance;
 mod messages;
@@ -27,6 +28,7 @@ mod resources;
 mod seal;
 mod shared_state;
 mod status;
+mod streams;
 mod traces;
 mod txn;
 
@@ -119,6 +121,8 @@ async fn route(shard: &Rc<Shard>, mut req: Request) -> Result<Response, ApiError
         (Post, ["api", "v1", "system", "maintenance", "pop"]) => {
             maintenance::set(shard, &req, true).await
         }
+        (Get, ["api", "v1", "system", "kv-timers"]) => kv_switch::get(shard).await,
+        (Post, ["api", "v1", "system", "kv-timers"]) => kv_switch::set(shard, &req).await,
         (Get, ["api", "v1", "status", "buffers"]) => buffers::handle(shard).await,
         // status and analytics (§12)
         (Get, ["api", "v1", "status"]) => status::status(shard, &req).await,
@@ -182,6 +186,11 @@ async fn route(shard: &Rc<Shard>, mut req: Request) -> Result<Response, ApiError
         (Get, ["api", "v1", "traces", "names"]) => traces::names(shard, &req).await,
         (Get, ["api", "v1", "traces", "by-name", n]) => traces::by_name(shard, &req, n).await,
         (Get, ["api", "v1", "traces", p, t]) => traces::by_message(shard, &req, p, t).await,
+        // streams (§19)
+        (Post, ["streams", "v1", "queries"]) => streams::queries::register(shard, &req).await,
+        (Get, ["streams", "v1", "queries"]) => streams::queries::list(shard, &req).await,
+        (Post, ["streams", "v1", "cycle"]) => streams::cycle::handle(shard, &req).await,
+        (Post, ["streams", "v1", "state", "get"]) => streams::state::get(shard, &req).await,
         (_, path) if known_path(path) => Err(ApiError::MethodNotAllowed),
         (Get, path) if crate::dashboard::claims(path) => {
             crate::dashboard::handle(shard, path).await
@@ -210,6 +219,7 @@ fn known_path(s: &[&str]) -> bool {
             | ["api", "v1", "system", "shared-state"]
             | ["api", "v1", "system", "maintenance"]
             | ["api", "v1", "system", "maintenance", "pop"]
+            | ["api", "v1", "system", "kv-timers"]
             | ["api", "v1", "status", "buffers"]
             | ["api", "v1", "status"]
             | ["api", "v1", "status", "queues" | "analytics"]
@@ -259,5 +269,7 @@ fn known_path(s: &[&str]) -> bool {
             | ["api", "v1", "traces"]
             | ["api", "v1", "traces", "names"]
             | ["api", "v1", "traces", _, _]
+            | ["streams", "v1", "queries" | "cycle"]
+            | ["streams", "v1", "state", "get"]
     )
 }
