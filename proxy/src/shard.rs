@@ -71,11 +71,19 @@ impl Shard {
         let n = self.nr_requests.get() + 1;
         self.nr_requests.set(n);
         let rid = format!("px-{:08x}-{}-{n}", self.boot, self.id.0);
+        let started = Instant::now();
         let (class, answer) = self.pipeline(&req, &rid).await;
         let resp = answer.unwrap_or_else(|e| {
-            log::debug!("{rid} {} {}: {e:?}", req.method.as_str(), req.path);
+            log::debug!("{rid} {} {}: refused: {e:?}", req.method.as_str(), req.path);
             e.to_response()
         });
+        log::debug!(
+            "{rid} {} {} -> {} in {} us",
+            req.method.as_str(),
+            req.path,
+            resp.status,
+            started.elapsed().as_micros()
+        );
         self.metrics.count(self.id.0, class, resp.status);
         resp.with_header("x-queen-request-id", rid)
     }

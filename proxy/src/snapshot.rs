@@ -177,7 +177,18 @@ pub fn load(client: &mut postgres::Client) -> Result<Snapshot, String> {
         .map_err(err)?
     {
         let url: String = row.get(5);
-        let (broker_host, broker) = broker_target(&url);
+        // Both go into the upstream head verbatim: a control character there
+        // would split it, so such a cell is unreachable (502), never forwarded.
+        let clean = |s: &str| !s.chars().any(|c| c.is_control() || c == ' ');
+        let (broker_host, mut broker) = broker_target(&url);
+        let mut token: Option<String> = row.get(6);
+        if !clean(&broker_host) || !token.as_deref().is_none_or(clean) {
+            log::error!(
+                "cell {url:?}: URL or token holds control characters; its clusters answer 502"
+            );
+            broker = None;
+            token = None;
+        }
         let features: serde_json::Value = row.get(4);
         let features = features
             .as_object()
@@ -194,7 +205,7 @@ pub fn load(client: &mut postgres::Client) -> Result<Snapshot, String> {
             slug: row.get(1),
             broker,
             broker_host,
-            token: row.get(6),
+            token,
             broker_tenant: row.get(2),
             status: status(&status_text),
             features,
