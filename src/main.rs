@@ -178,16 +178,26 @@ fn main() {
     let (notice_tx, notice_rx): (Vec<_>, Vec<_>) = (0..cfg.nr_shards)
         .map(|_| inbox(mesh::SHARD_INBOX_DEPTH))
         .unzip();
+    let (eph_tx, eph_rx): (Vec<_>, Vec<_>) = (0..cfg.nr_shards)
+        .map(|_| inbox(shard::ephemeral::handover::EPH_INBOX_DEPTH))
+        .unzip();
+    let eph_gauges = metrics::ephemeral::EphGauges::new(cfg.nr_shards);
     let (mesh_tx, mesh_rx) = mesh::channel();
     let (trigger, shutdown) = shards::shutdown::shutdown();
 
     let (db, jobs) = store::db_group::DbGroup::start(&cfg.db, reply_tx);
     let stats = metrics::Board::new(cfg.nr_shards);
     let mesh = mesh::start(&cfg.mesh, &cfg.server_id, mesh_listener, mesh_rx, notice_tx);
+    let eph_me = shard::ephemeral::owner::Member {
+        id: cfg.server_id.clone(),
+        http: eph_http_addr(&cfg),
+        boot: mesh.state().boot,
+    };
     let inits: Vec<serve::ShardInit> = reply_rx
         .into_iter()
         .zip(notice_rx)
-        .map(|(replies, notices)| serve::ShardInit {
+        .zip(eph_rx)
+        .map(|((replies, notices), eph_inbox)| serve::ShardInit {
             cfg: cfg.clone(),
             replies,
             notices,
@@ -196,9 +206,15 @@ fn main() {
             mesh_state: mesh.state(),
             shutdown: shutdown.clone(),
             stats: stats.clone(),
+            eph_inbox,
+            eph: shard::EphLinks {
+                inboxes: eph_tx.clone(),
+                gauges: eph_gauges.clone(),
+                me: eph_me.clone(),
+            },
         })
         .collect();
-    drop((jobs, mesh_tx));
+    drop((jobs, mesh_tx, eph_tx));
     let pool = match shards::pool::PoolBuilder::new(cfg.nr_shards)
         .name("shard")
         .spawn(inits, |id: ShardId, init: serve::ShardInit| {
@@ -225,4 +241,26 @@ fn main() {
     mesh.stop();
     db.stop();
     log::info!("stopped");
+}
+
+/// This broker's HTTP address as peers forward ephemeral requests to it:
+/// the mesh's advertised host, resolved here on the main thread (a shard
+/// must not block on DNS), with the HTTP port.
+fn eph_http_addr(cfg: &Config) -> String {
+    use std::net::ToSocketAddrs;
+    let host = &cfg.mesh.advertise_host;
+    let port = cfg.http_addr.port();
+    match (host.as_str(), port)
+        .to_socket_addrs()
+        .map(|mut a| a.next())
+    {
+        Ok(Some(a)) => a.to_string(),
+        _ => {
+            log::warn!(
+                "ephemeral: cannot resolve {host}; peers forward to {}",
+                cfg.http_addr
+            );
+            cfg.http_addr.to_string()
+        }
+    }
 }

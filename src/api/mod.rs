@@ -11,6 +11,7 @@ mod configure;
 mod cors;
 mod dlq;
 mod edge;
+mod ephemeral;
 mod groups;
 mod health;
 mod lease;
@@ -182,6 +183,21 @@ async fn route(shard: &Rc<Shard>, mut req: Request) -> Result<Response, ApiError
         (Get, ["api", "v1", "traces", "names"]) => traces::names(shard, &req).await,
         (Get, ["api", "v1", "traces", "by-name", n]) => traces::by_name(shard, &req, n).await,
         (Get, ["api", "v1", "traces", p, t]) => traces::by_message(shard, &req, p, t).await,
+        // ephemeral queues (§18)
+        (Post, ["api", "v1", "ephemeral", "configure"]) => {
+            ephemeral::configure::handle(shard, &req).await
+        }
+        (Post, ["api", "v1", "ephemeral", "push"]) => ephemeral::push::handle(shard, &req).await,
+        (Get, ["api", "v1", "ephemeral", "pop"]) => ephemeral::pop::handle(shard, &req).await,
+        (Post, ["api", "v1", "ephemeral", "ack"]) => ephemeral::ack::handle(shard, &req).await,
+        (Post, ["api", "v1", "ephemeral", "reset"]) => ephemeral::admin::reset(shard, &req).await,
+        (Delete, ["api", "v1", "ephemeral", "queue", q]) => {
+            ephemeral::admin::delete(shard, &req, q).await
+        }
+        (Get, ["api", "v1", "ephemeral", "queues"]) => ephemeral::queues::list(shard, &req).await,
+        (Get, ["api", "v1", "ephemeral", "queues", q, "depth"]) => {
+            ephemeral::queues::depth(shard, &req, q).await
+        }
         (_, path) if known_path(path) => Err(ApiError::MethodNotAllowed),
         (Get, path) if crate::dashboard::claims(path) => {
             crate::dashboard::handle(shard, path).await
@@ -259,5 +275,13 @@ fn known_path(s: &[&str]) -> bool {
             | ["api", "v1", "traces"]
             | ["api", "v1", "traces", "names"]
             | ["api", "v1", "traces", _, _]
+            | [
+                "api",
+                "v1",
+                "ephemeral",
+                "configure" | "push" | "pop" | "ack" | "reset" | "queues"
+            ]
+            | ["api", "v1", "ephemeral", "queue", _]
+            | ["api", "v1", "ephemeral", "queues", _, "depth"]
     )
 }

@@ -97,6 +97,12 @@ pub enum Proc {
     StatusQueue,
     /// `queen.cleanup`: one bounded round of inactive-partition and old-metrics cleanup (sql/functions/cleanup.sql).
     Cleanup,
+    /// `queen.eph_declare`: store an ephemeral queue's declaration (sql/functions/ephemeral.sql).
+    EphDeclare,
+    /// `queen.eph_undeclare`: delete an ephemeral queue's declaration.
+    EphUndeclare,
+    /// `queen.eph_list`: every ephemeral declaration (each shard's reload).
+    EphList,
 }
 
 impl Proc {
@@ -144,6 +150,9 @@ impl Proc {
             Proc::StatusView => "SELECT queen.status_view($1::jsonb)",
             Proc::StatusQueue => "SELECT queen.status_queue($1::jsonb)",
             Proc::Cleanup => "SELECT queen.cleanup($1::jsonb)",
+            Proc::EphDeclare => "SELECT queen.eph_declare($1::jsonb)",
+            Proc::EphUndeclare => "SELECT queen.eph_undeclare($1::jsonb)",
+            Proc::EphList => "SELECT queen.eph_list($1::jsonb)",
         }
     }
 }

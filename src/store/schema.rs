@@ -50,6 +50,7 @@ const FILES: &[(&str, &str)] = &[
     sql!("schema/005_message_refs.sql"),
     sql!("schema/006_stats_deletes.sql"),
     sql!("schema/007_drop_dead_functions.sql"),
+    sql!("schema/010_ephemeral.sql"),
     sql!("functions/core.sql"),
     sql!("functions/stats.sql"),
     sql!("functions/push.sql"),
@@ -67,6 +68,7 @@ const FILES: &[(&str, &str)] = &[
     sql!("functions/status.sql"),
     sql!("functions/metrics.sql"),
     sql!("functions/system.sql"),
+    sql!("functions/ephemeral.sql"),
 ];
 
 /// Applies the pending schema files and every function file, all or nothing.
