@@ -49,7 +49,7 @@ use options::{Options, Policy};
 use ring::{AckStatus, Delivery, Drops, Outcome, Partition};
 use shards::inbox::InboxSender;
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -80,6 +80,29 @@ struct QueueState {
     touched: Instant,
     /// Where a pop over all partitions starts (fairness).
     rotor: usize,
+    /// Groups that popped the queue on this shard: every partition here
+    /// keeps messages for each of them, including partitions made later.
+    groups: HashSet<String>,
+}
+
+impl QueueState {
+    fn new() -> QueueState {
+        QueueState {
+            parts: HashMap::new(),
+            touched: Instant::now(),
+            rotor: 0,
+            groups: HashSet::new(),
+        }
+    }
+
+    /// Records `group` on the queue and every partition of it here.
+    fn add_group(&mut self, group: &str) {
+        if self.groups.insert(group.to_string()) {
+            for p in self.parts.values_mut() {
+                p.ring.add_group(group);
+            }
+        }
+    }
 }
 
 /// One queue's figures on this shard (listing and depth).
@@ -178,13 +201,25 @@ impl EphStore {
 
     fn with_part<R>(&self, key: &QKey, partition: &str, f: impl FnOnce(&mut PartState) -> R) -> R {
         let mut qs = self.queues.borrow_mut();
-        let q = qs.entry(key.clone()).or_insert_with(|| QueueState {
-            parts: HashMap::new(),
-            touched: Instant::now(),
-            rotor: 0,
-        });
+        let q = qs.entry(key.clone()).or_insert_with(QueueState::new);
         q.touched = Instant::now();
-        f(q.parts.entry(partition.to_string()).or_default())
+        let known = &q.groups;
+        let p = q.parts.entry(partition.to_string()).or_insert_with(|| {
+            let mut p = PartState::default();
+            for g in known {
+                p.ring.add_group(g);
+            }
+            p
+        });
+        f(p)
+    }
+
+    /// Records `group` on the queue (created if new) on this shard.
+    fn add_group(&self, key: &QKey, group: &str) {
+        let mut qs = self.queues.borrow_mut();
+        qs.entry(key.clone())
+            .or_insert_with(QueueState::new)
+            .add_group(group);
     }
 
     /// The wake signal of a partition (created with it).
@@ -245,6 +280,7 @@ impl EphStore {
         let (o, _) = self.options(key);
         let now = Instant::now();
         let gauges = self.gauges.clone();
+        self.add_group(key, group);
         self.with_part(key, partition, |p| {
             if let Some(ttl) = o.ttl() {
                 gauges.release(p.ring.expire_ttl(ttl, now));
@@ -264,6 +300,7 @@ impl EphStore {
         max: usize,
         auto_ack: bool,
     ) -> Vec<(String, Delivery)> {
+        self.add_group(key, group);
         let names: Vec<String> = {
             let mut qs = self.queues.borrow_mut();
             let Some(q) = qs.get_mut(key) else {
@@ -327,6 +364,7 @@ impl EphStore {
     pub fn reset(&self, key: &QKey) -> usize {
         let mut qs = self.queues.borrow_mut();
         let Some(q) = qs.get_mut(key) else { return 0 };
+        q.groups.clear();
         let mut n = 0;
         for p in q.parts.values_mut() {
             let (m, b) = p.ring.clear();
@@ -360,6 +398,7 @@ impl EphStore {
             }
             let mut s = QueueStat {
                 queue: name.clone(),
+                groups: q.groups.iter().cloned().collect(),
                 ..Default::default()
             };
             for (pname, p) in &q.parts {

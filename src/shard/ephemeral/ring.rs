@@ -8,7 +8,9 @@
 //!   so a partition's ring is sorted by it.
 //! - Each group has its own cursor over the one ring: groups fan out, pops
 //!   of one group compete. A group first seen starts at the oldest message
-//!   still in the ring.
+//!   still in the ring; the queue registers a group on each of its
+//!   partitions when it first pops on the shard (`EphStore`), so a group
+//!   that subscribed before a push sees it.
 //! - A delivery is numbered (`attempt`, 1 on the first): the id a consumer
 //!   gets names the attempt, so an ack of a delivery that expired and was
 //!   handed out again is `stale`, never the new holder's ack.
@@ -174,6 +176,13 @@ impl Partition {
         self.bytes
     }
 
+    /// Registers `group` (cursor at the oldest message still here) unless known.
+    pub fn add_group(&mut self, group: &str) {
+        if !self.groups.contains_key(group) {
+            self.groups.insert(group.to_string(), Group::default());
+        }
+    }
+
     /// Group names.
     pub fn groups(&self) -> impl Iterator<Item = &String> {
         self.groups.keys()
@@ -290,9 +299,7 @@ impl Partition {
         now: Instant,
     ) -> Vec<Delivery> {
         self.expire_leases(rules, now);
-        if !self.groups.contains_key(group) {
-            self.groups.insert(group.to_string(), Group::default());
-        }
+        self.add_group(group);
         let mut out = Vec::new();
         // Split borrows: the group map and the ring are separate fields.
         let g = self.groups.get_mut(group).expect("inserted above");

@@ -24,6 +24,9 @@ use std::time::{Duration, Instant};
 /// cost of a walk over the shard's partitions four times a second.
 pub const SWEEP_EVERY: Duration = Duration::from_millis(250);
 
+/// Retry of a declaration load that failed (PostgreSQL away).
+pub const RELOAD_RETRY: Duration = Duration::from_secs(1);
+
 /// Starts the shard's ephemeral tasks.
 pub fn spawn(shard: &Rc<Shard>) {
     every(shard, SWEEP_EVERY, |s| {
@@ -34,9 +37,11 @@ pub fn spawn(shard: &Rc<Shard>) {
     glommio::spawn_local(async move {
         loop {
             let Some(s) = live(&weak) else { return };
-            reload(&s).await;
+            let loaded = reload(&s).await;
             drop(s);
-            glommio::timer::sleep(period).await;
+            // Until the first load succeeds (PostgreSQL still connecting at
+            // boot), retry soon: declared queues would obey the defaults.
+            glommio::timer::sleep(if loaded { period } else { RELOAD_RETRY }).await;
         }
     })
     .detach();
@@ -68,8 +73,9 @@ fn every(shard: &Rc<Shard>, period: Duration, f: impl Fn(&Rc<Shard>) + 'static) 
     .detach();
 }
 
-/// Reads every declaration; on failure (PostgreSQL away) keeps what it has.
-async fn reload(shard: &Rc<Shard>) {
+/// Reads every declaration; on failure (PostgreSQL away) keeps what it has
+/// and answers false.
+async fn reload(shard: &Rc<Shard>) -> bool {
     let v = match shard.db.call(Proc::EphList, serde_json::json!({})).await {
         Ok(v) => v,
         Err(e) => {
@@ -77,7 +83,7 @@ async fn reload(shard: &Rc<Shard>) {
                 "shard {}: ephemeral declarations not reloaded: {e}",
                 shard.id
             );
-            return;
+            return false;
         }
     };
     let mut all: HashMap<QKey, Options> = HashMap::new();
@@ -89,4 +95,5 @@ async fn reload(shard: &Rc<Shard>) {
         all.insert((t.to_string(), q.to_string()), o);
     }
     shard.eph.replace_decls(all);
+    true
 }
