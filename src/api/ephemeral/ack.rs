@@ -12,7 +12,7 @@
 use super::forward::{forward, Forward};
 use super::{check_name, place, required_str, Place, Scope, MAX_ITEMS};
 use crate::error::ApiError;
-use crate::shard::ephemeral::handover::{Answer, Op};
+use crate::shard::ephemeral::handover::{AckItem, Answer, Op};
 use crate::shard::ephemeral::id::MsgId;
 use crate::shard::ephemeral::owner::Member;
 use crate::shard::ephemeral::ring::{AckStatus, Outcome};
@@ -51,7 +51,7 @@ pub async fn handle(shard: &Rc<Shard>, req: &Request) -> Result<Response, ApiErr
     let scope = Scope::of(shard, req)?;
     let me = shard.eph.members.borrow().me.boot;
     let mut outcomes: Vec<Outcome> = vec![Outcome::Unknown; items.len()];
-    let mut local: BTreeMap<usize, Vec<(usize, String, u64, u32, AckStatus)>> = BTreeMap::new();
+    let mut local: BTreeMap<usize, Vec<AckItem>> = BTreeMap::new();
     let mut remote: BTreeMap<String, (Member, Vec<usize>)> = BTreeMap::new();
     for (i, it) in items.iter().enumerate() {
         let Some(id) = &it.decoded else { continue };

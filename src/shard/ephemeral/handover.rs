@@ -20,6 +20,9 @@ use std::time::Instant;
 /// connections, so this only bites on a shard that stopped draining.
 pub const EPH_INBOX_DEPTH: usize = 4096;
 
+/// One ack for a shard: (index in the request, partition, seq, attempt, status).
+pub type AckItem = (usize, String, u64, u32, AckStatus);
+
 /// An operation on the owning shard.
 #[derive(Debug)]
 pub enum Op {
@@ -56,7 +59,7 @@ pub enum Op {
         /// Consumer group.
         group: String,
         /// The acks for this shard.
-        items: Vec<(usize, String, u64, u32, AckStatus)>,
+        items: Vec<AckItem>,
     },
     /// Empty a queue's rings.
     Reset {
