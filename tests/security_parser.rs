@@ -47,6 +47,19 @@ const SEEDS: &[(&str, &str)] = &[
         "/api/v1/ack/batch",
         r#"{"acknowledgments":[{"transactionId":"t","partitionId":"x","status":"failed"}]}"#,
     ),
+    (
+        "/api/v1/ephemeral/push",
+        r#"{"queue":"fz","partition":"p","messages":[{"payload":{"a":[1,"\u00e9"]}},{"payload":null}]}"#,
+    ),
+    (
+        "/api/v1/ephemeral/configure",
+        r#"{"queue":"fz","options":{"maxLength":5,"policy":"dropOldest","windowBuffer":{"ms":1,"count":2}}}"#,
+    ),
+    (
+        "/api/v1/ephemeral/ack",
+        r#"{"queue":"fz","group":"g","acks":[{"id":"0000000000000001000000000000000100000001.cA","status":"retry"}]}"#,
+    ),
+    ("/api/v1/ephemeral/reset", r#"{"queue":"fz"}"#),
 ];
 
 const TOKENS: &[&str] = &[
@@ -180,6 +193,16 @@ const KEYS: &[&str] = &[
     "error",
     "namespace",
     "task",
+    "messages",
+    "acks",
+    "id",
+    "group",
+    "maxLength",
+    "maxBytes",
+    "policy",
+    "windowBuffer",
+    "ms",
+    "count",
 ];
 
 /// A random JSON value, at most `depth` deep, drawn to hit type confusion:

@@ -100,11 +100,13 @@ pub async fn all_shards(shard: &Rc<Shard>, make: impl Fn() -> Op) -> Vec<Answer>
     out
 }
 
-/// Checks a queue or partition name: non-empty, at most [`MAX_NAME_BYTES`].
+/// Checks a queue, partition or group name: 1 to [`MAX_NAME_BYTES`] bytes,
+/// no control characters (a queue name is stored in PostgreSQL, which
+/// refuses NUL, and none of them is a sane name).
 pub fn check_name(v: &str, field: &str) -> Result<(), EphError> {
-    if v.is_empty() || v.len() > MAX_NAME_BYTES {
+    if v.is_empty() || v.len() > MAX_NAME_BYTES || v.chars().any(char::is_control) {
         return Err(EphError::BadRequest(format!(
-            "{field} must be 1 to {MAX_NAME_BYTES} bytes"
+            "{field} must be 1 to {MAX_NAME_BYTES} bytes without control characters"
         )));
     }
     Ok(())
