@@ -15,7 +15,9 @@
 //!   background job schedule (retention, eviction, lease reclaim, stats
 //!   roll-up, cleanup). — shards; jobs on shard 0, their SQL on the DB threads
 //! - `shard`: a shard's state and its methods: the `Shard`, push and ack
-//!   lanes, long-poll waiters, its caches. — shards
+//!   lanes, long-poll waiters, its caches; `shard::ephemeral`, the
+//!   ephemeral (RAM-only) queues' rings of the partitions the shard owns,
+//!   their hand-over between shards and their sweep. — shards
 //! - `metrics`, `auth`: per-shard counters, the board that sums them, the
 //!   rate sampler's ring, the cached DB snapshot and the JSON / Prometheus
 //!   rendering; JWT checks with the per-shard token cache, and tenancy
@@ -53,7 +55,12 @@
 //!   - `counters`: its writing handle on its metrics slot, and its per-queue
 //!     counters;
 //!   - `mesh`, `mesh_state`, `stopping`: its end of the queue to the mesh
-//!     thread, the mesh's atomics (read only), its shutdown signal.
+//!     thread, the mesh's atomics (read only), its shutdown signal;
+//!   - `eph`: its ephemeral rings (only the partitions `owner::shard_of`
+//!     gives it; a request on another shard is handed over on this shard's
+//!     ephemeral inbox), its copy of the declarations, its mesh member table
+//!     (beacons), the queue-wide long-poll signals, every shard's ephemeral
+//!     inbox sender.
 //!
 //!   Its tasks (`serve`) hold the `Shard` by `Rc`; the sampler and the push
 //!   lanes hold it weakly.
@@ -68,6 +75,10 @@
 //! - jwks (`auth::jwks`, only with `JWT_JWKS_URL`): fetches the key set.
 //!
 //! Process-wide state, and why it is not a shard's:
+//! - `metrics::ephemeral::EphGauges` (an `Arc` main makes): the bytes of
+//!   every shard's ephemeral rings in one atomic (the broker-wide RAM ceiling
+//!   is checked against it, so one queue on one shard may use all of it) and
+//!   each shard's published depths;
 //! - `metrics::Board` (an `Arc` main makes, not a static): a slot per shard,
 //!   written by its owner only, read by a scrape on any shard, so no scrape
 //!   has to message the other shards;
@@ -89,7 +100,9 @@
 //! No lock is shared between a shard and another thread (the per-queue
 //! metrics slot is the one mutex, held only to copy a pointer); everything
 //! that crosses threads is a message on a bounded channel created before the
-//! executors start.
+//! executors start: the DB job queue and reply inboxes, the mesh queue and
+//! notice inboxes, and each shard's ephemeral hand-over inbox (any shard →
+//! the partition's owner, answered on a oneshot).
 
 #![warn(missing_docs, missing_debug_implementations)]
 
