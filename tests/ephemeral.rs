@@ -202,6 +202,24 @@ fn drop_oldest_keeps_the_newest() {
     assert_eq!(list["queues"][0]["drops"]["bounds"], 7);
 }
 
+/// `ttlSeconds` drops what is older, delivered or not, and counts it.
+#[test]
+fn ttl_drops_old_messages() {
+    let db = Db::fresh();
+    let b = Broker::start(&db);
+    assert_eq!(configure(&b, "short", json!({"ttlSeconds": 1})).status, 201);
+    assert_eq!(push(&b, "short", None, vec![json!("old")]).status, 201);
+    std::thread::sleep(Duration::from_millis(1100));
+    assert_eq!(push(&b, "short", None, vec![json!("new")]).status, 201);
+    let got: Vec<Value> = pop(&b, "queue=short&batch=10&autoAck=true")
+        .iter()
+        .map(|m| m["payload"].clone())
+        .collect();
+    assert_eq!(got, [json!("new")]);
+    let list = b.get("/api/v1/ephemeral/queues").json();
+    assert_eq!(list["queues"][0]["drops"]["ttl"], 1);
+}
+
 /// `reject` answers 429 `queue_full` with Retry-After and stores nothing;
 /// every refused field and limit answers its code with nothing changed.
 #[test]
@@ -442,6 +460,32 @@ fn push_on_a_popped_on_b() {
     let on_b: u64 = depth(&b, "chat")["pending"].as_u64().unwrap();
     assert_eq!(on_a + on_b, 80);
     assert!(on_a > 0 && on_b > 0, "a {on_a}, b {on_b}");
+    // A request already forwarded once, for a partition B does not own, is
+    // refused on B with 503 owner_moved instead of travelling on, and stores nothing.
+    let on_a_part = depth(&a, "chat")["partitions"].as_array().unwrap()[0]["partition"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let body = json!({"queue": "chat", "partition": on_a_part, "messages": [{"payload": 1}]});
+    let r = b
+        .conn()
+        .request(
+            "POST",
+            PUSH,
+            &[
+                ("content-type", "application/json"),
+                ("x-queen-eph-fwd", "elsewhere"),
+            ],
+            Some(body.to_string().as_bytes()),
+        )
+        .unwrap();
+    assert_eq!(
+        (r.status, code(&r)),
+        (503, "owner_moved".into()),
+        "{}",
+        r.text()
+    );
+    assert_eq!(depth(&a, "chat")["pending"], on_a);
     let mut total = 0;
     for p in &parts {
         let m = pop(&b, &format!("queue=chat&partition={p}&batch=10"));
