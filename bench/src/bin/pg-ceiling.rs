@@ -147,8 +147,7 @@ fn client_loop(o: &Opts, id: usize, parts: &[Uuid], phase: &AtomicU8) -> ClientS
         let r = match o.form {
             Form::Unnest => c.execute(&stmt, &[&ids, &txids, &pids, &payloads]),
             Form::Values => {
-                let mut params: Vec<&(dyn postgres::types::ToSql + Sync)> =
-                    Vec::with_capacity(o.batch * 4);
+                let mut params: Vec<&(dyn postgres::types::ToSql + Sync)> = Vec::with_capacity(o.batch * 4);
                 for i in 0..o.batch {
                     params.extend_from_slice(&[&ids[i], &txids[i], &pids[i], &payloads[i]]);
                 }
@@ -189,10 +188,7 @@ fn run(words: &[String]) -> Result<ExitCode, String> {
     };
     let o = Opts {
         dsn: a
-            .get(
-                "dsn",
-                "host=127.0.0.1 port=5432 user=postgres dbname=postgres".to_string(),
-            )
+            .get("dsn", "host=127.0.0.1 port=5432 user=postgres dbname=postgres".to_string())
             .map_err(s)?,
         conns: a.get("conns", 8usize).map_err(s)?.max(1),
         batch: a.get("batch", 100usize).map_err(s)?.clamp(1, 10_000),
@@ -201,15 +197,9 @@ fn run(words: &[String]) -> Result<ExitCode, String> {
         partitions: a.get("partitions", 100usize).map_err(s)?.max(1),
         payload_bytes: a.get("payload-bytes", 100usize).map_err(s)?,
         form,
-        schema: a
-            .get("schema", "queen_bench_ceiling".to_string())
-            .map_err(s)?,
+        schema: a.get("schema", "queen_bench_ceiling".to_string()).map_err(s)?,
     };
-    if !o
-        .schema
-        .chars()
-        .all(|c| c.is_ascii_lowercase() || c == '_' || c.is_ascii_digit())
-    {
+    if !o.schema.chars().all(|c| c.is_ascii_lowercase() || c == '_' || c.is_ascii_digit()) {
         return Err(format!("--schema {:?}: use [a-z0-9_]", o.schema));
     }
     let pg_pid: Option<u32> = a.get_opt("pg-pid").map_err(s)?;
@@ -256,11 +246,7 @@ fn run(words: &[String]) -> Result<ExitCode, String> {
         let _ = admin.batch_execute(&format!("DROP SCHEMA IF EXISTS {} CASCADE", o.schema));
     }
     let lat = total.lat.summary();
-    let form_name = if o.form == Form::Unnest {
-        "unnest"
-    } else {
-        "values"
-    };
+    let form_name = if o.form == Form::Unnest { "unnest" } else { "values" };
     let line = serde_json::json!({
         "scenario": "pg-insert",
         "key": format!("INSERT b{} c{}", o.batch, o.conns),
