@@ -45,6 +45,18 @@ pub enum ApiError {
         /// `Retry-After` in seconds.
         retry_after: Option<u32>,
     },
+    /// An error of the KV family (http-api.md §15): answered as
+    /// `{"error": error, "reason": reason, "detail": detail}`.
+    Coded {
+        /// HTTP status.
+        status: u16,
+        /// The machine code (`kv_bad_request`, `kv_unavailable`, ...).
+        error: &'static str,
+        /// The sub-code (`kv_bad_namespace`, ...).
+        reason: &'static str,
+        /// A human sentence naming what is wrong (never database text).
+        detail: String,
+    },
 }
 
 impl ApiError {
@@ -63,6 +75,7 @@ impl ApiError {
             ApiError::Unavailable(_) => (503, "unavailable"),
             ApiError::Internal(_) => (500, "internal"),
             ApiError::Refused { status, code, .. } => (*status, code),
+            ApiError::Coded { status, error, .. } => (*status, error),
         }
     }
 
@@ -78,6 +91,12 @@ impl ApiError {
             ApiError::Unauthorized(_) | ApiError::Forbidden => {
                 serde_json::json!({ "error": self.to_string() })
             }
+            ApiError::Coded {
+                error,
+                reason,
+                ref detail,
+                ..
+            } => serde_json::json!({ "error": error, "reason": reason, "detail": detail }),
             _ => serde_json::json!({ "error": self.to_string(), "code": code }),
         };
         let mut r = Response::json(status, body.to_string().into_bytes());
@@ -104,6 +123,42 @@ impl fmt::Display for ApiError {
             ApiError::Unauthorized(m) => f.write_str(m),
             ApiError::Forbidden => f.write_str("Insufficient permissions"),
             ApiError::ReservedTenant => f.write_str("x-queen-tenant names a reserved tenant"),
+            ApiError::Coded { detail, .. } => f.write_str(detail),
+        }
+    }
+}
+
+impl ApiError {
+    // Used by the KV and timer endpoints that build on this pool.
+    #[allow(dead_code)]
+    /// 503 `kv_unavailable` (with `Retry-After`): the KV pool is full or
+    /// PostgreSQL unreachable (`reason: kv_pool`), or the KV/timers are
+    /// switched off at runtime (`reason: kv_disabled`).
+    pub fn kv_unavailable(reason: &'static str, detail: impl Into<String>) -> ApiError {
+        ApiError::Coded {
+            status: 503,
+            error: "kv_unavailable",
+            reason,
+            detail: detail.into(),
+        }
+    }
+
+    #[allow(dead_code)]
+    /// The KV family's answer to a store failure: a full pool or a lost
+    /// database is 503 `kv_unavailable`, anything else 500 `kv_error` (the
+    /// text is `classify`'s: our own RAISE texts or an incident number).
+    pub fn from_kv_store(e: StoreError) -> ApiError {
+        match e {
+            StoreError::Busy => ApiError::kv_unavailable("kv_pool", "the KV pool is full; retry"),
+            StoreError::Unavailable(_) => {
+                ApiError::kv_unavailable("kv_pool", "the database is not reachable; retry")
+            }
+            StoreError::Db(m) => ApiError::Coded {
+                status: 500,
+                error: "kv_error",
+                reason: "kv_error",
+                detail: m,
+            },
         }
     }
 }

@@ -10,7 +10,10 @@
 //! - `main` (this file): boot, the channels, shutdown order. — main
 //! - `serve`: a shard's start-up and life: builds its `Shard`, spawns its
 //!   drains, metrics sampler, jobs (shard 0) and spool replay, serves HTTP. — shards
-//! - `api`: one file per HTTP endpoint; `api/mod.rs` lists the routes. — shards
+//! - `api`: one file per HTTP endpoint; `api/mod.rs` lists the routes;
+//!   `api/streams/` the stream queries, cycles and state reads (their SQL in
+//!   `sql/functions/streams.sql`); `api/ephemeral/` the ephemeral routes
+//!   and their forwarding to the owning broker. — shards
 //! - `dashboard`, `jobs`: the embedded dashboard and its routes; the
 //!   background job schedule (retention, eviction, lease reclaim, stats
 //!   roll-up, cleanup). — shards; jobs on shard 0, their SQL on the DB threads
@@ -18,7 +21,8 @@
 //!   lanes, long-poll waiters, its caches; `shard::ephemeral`, the
 //!   ephemeral (RAM-only) queues' rings of the partitions the shard owns,
 //!   their hand-over between shards and their sweep. — shards
-//! - `metrics`, `auth`: per-shard counters, the board that sums them, the
+//! - `metrics`, `auth`: per-shard counters (stream cycles and their latency
+//!   histogram among them), the board that sums them, the
 //!   rate sampler's ring, the cached DB snapshot and the JSON / Prometheus
 //!   rendering; JWT checks with the per-shard token cache, and tenancy
 //!   (`DEFAULT_TENANT`). — shards; the JWKS refetch on the `jwks` thread
@@ -61,12 +65,16 @@
 //!     ephemeral inbox), its copy of the declarations, its mesh member table
 //!     (beacons), the queue-wide long-poll signals, every shard's ephemeral
 //!     inbox sender.
+//!   - `kv_switch`: the broker's KV/timers kill switches (shared, below).
 //!
 //!   Its tasks (`serve`) hold the `Shard` by `Rc`; the sampler and the push
 //!   lanes hold it weakly.
 //! - db-boot and db-n (`store::db_group`): the r2d2 pool and the ready and
 //!   stop flags; reached only through the bounded job queue, answering on
 //!   the asking shard's inbox.
+//! - kv-n (`store::kv_pool`, started by the DB group): the KV pool's own
+//!   connections and bounded queue, running closures for the KV, locks and
+//!   timers (`DbClient::kv_run`), answering on the same inboxes.
 //! - mesh (pinned), and with the TCP mesh its dialer, reader and listener
 //!   threads: the peer links and each batch's dedup; `MeshState` (atomics
 //!   they write and shards read); the listener's `mesh::admission` slots
@@ -82,6 +90,9 @@
 //! - `metrics::Board` (an `Arc` main makes, not a static): a slot per shard,
 //!   written by its owner only, read by a scrape on any shard, so no scrape
 //!   has to message the other shards;
+//! - `shard::kv_switch::KvSwitch` (an `Arc` main makes): the KV/timers kill
+//!   switches are one fact per broker, so a switch stored by the shard that
+//!   took the POST is seen by every shard at once;
 //! - `spool::stats` (static): every shard's spool gauges, read whole by
 //!   `/api/v1/status/buffers`, the metrics and the maintenance answers on
 //!   whichever shard serves them;
@@ -198,7 +209,8 @@ fn main() {
     let (mesh_tx, mesh_rx) = mesh::channel();
     let (trigger, shutdown) = shards::shutdown::shutdown();
 
-    let (db, jobs) = store::db_group::DbGroup::start(&cfg.db, reply_tx);
+    let (db, jobs, kv_jobs) = store::db_group::DbGroup::start(&cfg.db, reply_tx);
+    let kv_switch = Arc::new(shard::kv_switch::KvSwitch::default());
     let stats = metrics::Board::new(cfg.nr_shards);
     let mesh = mesh::start(&cfg.mesh, &cfg.server_id, mesh_listener, mesh_rx, notice_tx);
     let eph_me = shard::ephemeral::owner::Member {
@@ -215,6 +227,8 @@ fn main() {
             replies,
             notices,
             jobs: jobs.clone(),
+            kv_jobs: kv_jobs.clone(),
+            kv_switch: kv_switch.clone(),
             mesh: mesh_tx.clone(),
             mesh_state: mesh.state(),
             shutdown: shutdown.clone(),
@@ -227,7 +241,7 @@ fn main() {
             },
         })
         .collect();
-    drop((jobs, mesh_tx, eph_tx));
+    drop((jobs, kv_jobs, mesh_tx, eph_tx));
     let pool = match shards::pool::PoolBuilder::new(cfg.nr_shards)
         .name("shard")
         .spawn(inits, |id: ShardId, init: serve::ShardInit| {

@@ -8,7 +8,8 @@
 //!
 //! # Tasks on a shard, in start order
 //! - the metrics sampler (once a second; [`metrics::Sampler`]);
-//! - on shard 0, the background job schedule (`crate::jobs`);
+//! - on shard 0, the background job schedule (`crate::jobs`, with the
+//!   recheck of the KV/timers switches and the KV expiry sweep);
 //! - the stop watch: fires `Shard::stopping` when shutdown starts;
 //! - the reply drain: takes DB replies off the shard's inbox and completes
 //!   the waiting requests (`crate::store::DbClient::complete`);
@@ -52,6 +53,10 @@ pub struct ShardInit {
     pub notices: InboxReceiver<Notice>,
     /// The DB job queue.
     pub jobs: Sender<JobEnvelope>,
+    /// The KV pool's job queue.
+    pub kv_jobs: Sender<crate::store::kv_pool::KvJob>,
+    /// The broker's KV/timers kill switches.
+    pub kv_switch: Arc<crate::shard::kv_switch::KvSwitch>,
     /// The queue to the mesh thread.
     pub mesh: Sender<Envelope>,
     /// Mesh peer states and counters (atomics written by the mesh threads).
@@ -74,6 +79,8 @@ pub async fn run(id: ShardId, init: ShardInit) {
         cfg.clone(),
         Links {
             jobs: init.jobs,
+            kv_jobs: init.kv_jobs,
+            kv_switch: init.kv_switch,
             mesh: init.mesh,
             mesh_state: init.mesh_state,
             stats: init.stats,

@@ -248,6 +248,7 @@ def main():
             view(b, "queue-detail", "queues/orders", "h2")
         view(b, "groups", "groups", "table, .na")
         view(b, "messages", "messages", "table, .na")
+        view(b, "streams", "streams", "table, .na")
         view(b, "mesh", "mesh", "pre, .na")
         etxt = view(b, "ephemeral", "ephemeral", "table, .na")
         record("ephemeral view lists the seeded queue with its depth",

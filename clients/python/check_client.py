@@ -30,7 +30,7 @@ try:
 
     import httpx
     from queen import Queen
-
+    from check_streams import check_streams
     from check_ephemeral import check_ephemeral
 except Exception as exc:  # pragma: no cover - environment problem
     print(f"FAIL import: cannot import the queen-mq client: {exc!r}")
@@ -445,6 +445,7 @@ CHECKS: List[Callable[[Ctx], Awaitable[str]]] = [
     check_lease_renewal,
     check_admin_calls,
     check_conflation_autopilot,
+    check_streams,
     check_ephemeral,
 ]
 

@@ -14,6 +14,7 @@ mod edge;
 mod ephemeral;
 mod groups;
 mod health;
+mod kv_switch;
 mod lease;
 mod maintenance;
 mod messages;
@@ -28,6 +29,7 @@ mod resources;
 mod seal;
 mod shared_state;
 mod status;
+mod streams;
 mod traces;
 mod txn;
 
@@ -120,6 +122,8 @@ async fn route(shard: &Rc<Shard>, mut req: Request) -> Result<Response, ApiError
         (Post, ["api", "v1", "system", "maintenance", "pop"]) => {
             maintenance::set(shard, &req, true).await
         }
+        (Get, ["api", "v1", "system", "kv-timers"]) => kv_switch::get(shard).await,
+        (Post, ["api", "v1", "system", "kv-timers"]) => kv_switch::set(shard, &req).await,
         (Get, ["api", "v1", "status", "buffers"]) => buffers::handle(shard).await,
         // status and analytics (§12)
         (Get, ["api", "v1", "status"]) => status::status(shard, &req).await,
@@ -198,6 +202,11 @@ async fn route(shard: &Rc<Shard>, mut req: Request) -> Result<Response, ApiError
         (Get, ["api", "v1", "ephemeral", "queues", q, "depth"]) => {
             ephemeral::queues::depth(shard, &req, q).await
         }
+        // streams (§19)
+        (Post, ["streams", "v1", "queries"]) => streams::queries::register(shard, &req).await,
+        (Get, ["streams", "v1", "queries"]) => streams::queries::list(shard, &req).await,
+        (Post, ["streams", "v1", "cycle"]) => streams::cycle::handle(shard, &req).await,
+        (Post, ["streams", "v1", "state", "get"]) => streams::state::get(shard, &req).await,
         (_, path) if known_path(path) => Err(ApiError::MethodNotAllowed),
         (Get, path) if crate::dashboard::claims(path) => {
             crate::dashboard::handle(shard, path).await
@@ -226,6 +235,7 @@ fn known_path(s: &[&str]) -> bool {
             | ["api", "v1", "system", "shared-state"]
             | ["api", "v1", "system", "maintenance"]
             | ["api", "v1", "system", "maintenance", "pop"]
+            | ["api", "v1", "system", "kv-timers"]
             | ["api", "v1", "status", "buffers"]
             | ["api", "v1", "status"]
             | ["api", "v1", "status", "queues" | "analytics"]
@@ -283,5 +293,7 @@ fn known_path(s: &[&str]) -> bool {
             ]
             | ["api", "v1", "ephemeral", "queue", _]
             | ["api", "v1", "ephemeral", "queues", _, "depth"]
+            | ["streams", "v1", "queries" | "cycle"]
+            | ["streams", "v1", "state", "get"]
     )
 }

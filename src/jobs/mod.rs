@@ -1,7 +1,8 @@
 //! Background jobs (semantics.md §12): retention and completed retention,
 //! max-wait eviction, expired-lease reclaim, and the stats roll-up
 //! ([`stats`]), and the cleanup of idle partitions and old metrics rows
-//! ([`cleanup`]).
+//! ([`cleanup`]), the recheck of the KV/timers kill switches
+//! ([`kv_switch`]) and the KV expiry sweep ([`kv_sweep`]), both on the KV pool.
 //!
 //! # Threads and ownership
 //! Shard 0 owns the schedule: one glommio task per job sleeps its interval
@@ -17,6 +18,8 @@
 //! Expired-lease reclaim runs on the eviction interval.
 
 pub mod cleanup;
+pub mod kv_sweep;
+pub mod kv_switch;
 pub mod schedule;
 pub mod stats;
 
@@ -30,6 +33,8 @@ use std::rc::Rc;
 pub fn spawn(shard: &Rc<Shard>) {
     stats::spawn(shard);
     cleanup::spawn(shard);
+    kv_switch::spawn(shard);
+    kv_sweep::spawn(shard);
     let cfg = &shard.cfg.jobs;
     let jobs = [
         ("retention", cfg.retention_interval_ms, cfg.retention_batch),

@@ -21,6 +21,16 @@ pub enum Notice {
         /// Its new value.
         enabled: bool,
     },
+    /// The KV/timers kill switches changed (`POST /api/v1/system/kv-timers`):
+    /// the fields set, `None` = unchanged.
+    KvSwitch {
+        /// `kvEnabled`.
+        kv: Option<bool>,
+        /// `timersScheduleEnabled`.
+        schedule: Option<bool>,
+        /// `timersFireEnabled`.
+        fire: Option<bool>,
+    },
     /// `queue` of `tenant` was configured: every shard of every broker drops
     /// its cached settings at once instead of waiting for the cache refresh.
     Configured {

@@ -9,6 +9,7 @@ pub mod cache;
 pub mod conflation;
 pub mod ephemeral;
 pub mod fusion;
+pub mod kv_switch;
 pub mod lanes;
 pub mod waiters;
 
@@ -19,6 +20,7 @@ use crate::mesh::{Envelope, Notice};
 use crate::metrics::dbsnap::SnapshotCache;
 use crate::metrics::{Board, ShardCounters};
 use crate::spool::Spool;
+use crate::store::kv_pool::KvJob;
 use crate::store::{DbClient, JobEnvelope};
 use crossbeam_channel::Sender;
 use shards::shutdown::LocalSignal;
@@ -35,6 +37,10 @@ use std::time::Duration;
 pub struct Links {
     /// The DB job queue.
     pub jobs: Sender<JobEnvelope>,
+    /// The KV pool's job queue.
+    pub kv_jobs: Sender<KvJob>,
+    /// The broker's KV/timers kill switches (process-wide, see [`kv_switch`]).
+    pub kv_switch: Arc<kv_switch::KvSwitch>,
     /// The queue to the mesh thread.
     pub mesh: Sender<Envelope>,
     /// Mesh peer states and counters (atomics written by the mesh threads).
@@ -100,6 +106,8 @@ pub struct Shard {
     /// This shard's ephemeral rings, declarations and member table (every
     /// ephemeral route, the hand-over drain and the sweep; see [`ephemeral`]).
     pub eph: ephemeral::EphStore,
+    /// The broker's KV/timers kill switches (one per process; see [`kv_switch`]).
+    pub kv_switch: Arc<kv_switch::KvSwitch>,
 }
 
 impl Shard {
@@ -113,7 +121,7 @@ impl Shard {
         );
         Rc::new(Shard {
             id,
-            db: Rc::new(DbClient::new(id, links.jobs)),
+            db: Rc::new(DbClient::new(id, links.jobs, links.kv_jobs)),
             waiters: waiters::WaiterSet::default(),
             lanes: RefCell::new(HashMap::new()),
             ack_lanes: ack_lanes::AckLanes::default(),
@@ -133,6 +141,7 @@ impl Shard {
                 ephemeral::owner::Members::new(links.eph.me, cfg.mesh.dead_threshold),
                 links.eph.inboxes,
             ),
+            kv_switch: links.kv_switch,
             cfg,
         })
     }
@@ -185,6 +194,17 @@ impl Shard {
             Notice::Configured { tenant, queue } => self.queues.forget(tenant, queue),
             Notice::Maintenance { pop, enabled } => self.spool.set_flag(*pop, *enabled),
             Notice::Ephemeral(n) => self.eph.apply(n),
+            Notice::KvSwitch { kv, schedule, fire } => self.kv_switch.apply(kv_switch::Switches {
+                kv: *kv,
+                schedule: *schedule,
+                fire: *fire,
+            }),
         }
+    }
+
+    /// Whether KV calls and locks are served (the runtime kill switch; three
+    /// atomic loads at most, cheap on every request).
+    pub fn kv_enabled(&self) -> bool {
+        self.kv_switch.kv_enabled()
     }
 }

@@ -7,11 +7,15 @@
 //! A full job queue leaves the job with the shard for up to
 //! `SUBMIT_PATIENCE`, retrying every millisecond, then answers `Busy` (503).
 
-use super::jobs::{Job, JobEnvelope, Proc, ReplyEnvelope, RequestId, StoreError, StoreReply};
+use super::jobs::{
+    Job, JobEnvelope, Proc, Reply, ReplyEnvelope, RequestId, StoreError, StoreReply,
+};
+use super::kv_pool::KvJob;
 use crossbeam_channel::{Sender, TrySendError};
 use futures_channel::oneshot;
 use serde_json::Value;
 use shards::ShardId;
+use std::any::Any;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -19,6 +23,9 @@ use std::time::{Duration, Instant};
 /// How long a job may wait for room in the DB job queue before the request
 /// answers 503. Long enough to ride out a burst, short against client timeouts.
 const SUBMIT_PATIENCE: Duration = Duration::from_secs(2);
+
+/// A KV closure's boxed answer, as a KV thread sends it.
+type KvAnswer = Result<Box<dyn Any + Send>, StoreError>;
 
 /// Per-shard DB client. Owned by the shard (`Rc`, shared with the shard's
 /// own background tasks), never crosses threads.
@@ -28,8 +35,12 @@ pub struct DbClient {
     shard: ShardId,
     /// The shared bounded job queue into the DB thread group.
     jobs: Sender<JobEnvelope>,
+    /// The KV pool's own bounded queue (`super::kv_pool`).
+    kv: Sender<KvJob>,
     /// Requests waiting for a reply, by id. Touched by submitters and the drain task.
     pending: RefCell<HashMap<u64, oneshot::Sender<StoreReply>>>,
+    /// KV pool closures waiting for their answer, by id (same id sequence).
+    kv_pending: RefCell<HashMap<u64, oneshot::Sender<KvAnswer>>>,
     /// Next request id.
     next_id: Cell<u64>,
     /// Jobs submitted (per-shard counter, summed by metrics).
@@ -37,12 +48,14 @@ pub struct DbClient {
 }
 
 impl DbClient {
-    /// A client for `shard` sending on `jobs`.
-    pub fn new(shard: ShardId, jobs: Sender<JobEnvelope>) -> DbClient {
+    /// A client for `shard` sending on `jobs` (and KV work on `kv`).
+    pub fn new(shard: ShardId, jobs: Sender<JobEnvelope>, kv: Sender<KvJob>) -> DbClient {
         DbClient {
             shard,
             jobs,
+            kv,
             pending: RefCell::new(HashMap::new()),
+            kv_pending: RefCell::new(HashMap::new()),
             next_id: Cell::new(1),
             nr_jobs: Cell::new(0),
         }
@@ -87,7 +100,7 @@ impl DbClient {
 
     /// Jobs of this shard submitted and not answered yet (queued or running).
     pub fn in_flight(&self) -> usize {
-        self.pending.borrow().len()
+        self.pending.borrow().len() + self.kv_pending.borrow().len()
     }
 
     /// Jobs waiting in the shared queue for a DB thread (all shards).
@@ -105,11 +118,58 @@ impl DbClient {
         }
     }
 
+    /// Runs `work` on a connection of the KV pool (KV, locks, timers) and
+    /// returns its answer. Never waits for room: a full KV queue, or a job
+    /// that waited past `kv_pool::KV_QUEUE_PATIENCE` for a thread, answers
+    /// `StoreError::Busy` (503 `kv_unavailable`). `work` runs on a KV thread,
+    /// so it may block on PostgreSQL; it should be one short transaction.
+    pub async fn kv_run<R, F>(&self, work: F) -> Result<R, StoreError>
+    where
+        R: Send + 'static,
+        F: FnOnce(&mut postgres::Client) -> Result<R, StoreError> + Send + 'static,
+    {
+        let id = self.next_id.get();
+        self.next_id.set(id + 1);
+        let (tx, rx) = oneshot::channel();
+        self.kv_pending.borrow_mut().insert(id, tx);
+        let job = KvJob {
+            shard: self.shard,
+            req: RequestId(id),
+            queued: Instant::now(),
+            work: Box::new(move |c| Box::new(work(c))),
+        };
+        if let Err(e) = self.kv.try_send(job) {
+            self.kv_pending.borrow_mut().remove(&id);
+            return Err(match e {
+                TrySendError::Full(_) => StoreError::Busy,
+                TrySendError::Disconnected(_) => StoreError::Unavailable("shutting down".into()),
+            });
+        }
+        self.nr_jobs.set(self.nr_jobs.get() + 1);
+        match rx.await {
+            Ok(Ok(any)) => match any.downcast::<Result<R, StoreError>>() {
+                Ok(r) => *r,
+                Err(_) => Err(StoreError::Db("KV answer of another type".into())),
+            },
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(StoreError::Unavailable("reply lost".into())),
+        }
+    }
+
     /// Hands a reply to the task waiting for it (called by the drain task).
     /// A reply whose request was cancelled (client gone) is dropped here.
     pub fn complete(&self, env: ReplyEnvelope) {
-        if let Some(tx) = self.pending.borrow_mut().remove(&env.req.0) {
-            let _ = tx.send(env.reply);
+        match env.reply {
+            Reply::Store(r) => {
+                if let Some(tx) = self.pending.borrow_mut().remove(&env.req.0) {
+                    let _ = tx.send(r);
+                }
+            }
+            Reply::Closure(r) => {
+                if let Some(tx) = self.kv_pending.borrow_mut().remove(&env.req.0) {
+                    let _ = tx.send(r);
+                }
+            }
         }
     }
 }

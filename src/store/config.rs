@@ -42,6 +42,21 @@ pub const DEFAULT_DB_POOL_SIZE: usize = 16;
 /// Largest `DB_POOL_SIZE` accepted: one thread per connection, so beyond a
 /// thousand it is a typo, and PostgreSQL's own limit would refuse it anyway.
 pub const MAX_DB_POOL_SIZE: usize = 1000;
+/// Lower bound of the KV pool's default size (config.md: clamp(DB_POOL_SIZE/10, 4, 32)):
+/// a KV call holds its connection for one short round trip, four keep a
+/// 5,000 ops/s target served while a queue backlog holds every request thread.
+pub const KV_POOL_DEFAULT_MIN: usize = 4;
+/// Upper bound of the KV pool's default size (config.md).
+pub const KV_POOL_DEFAULT_MAX: usize = 32;
+/// Largest `QUEEN_KV_POOL_SIZE` accepted (one thread per connection, as the request group).
+pub const MAX_KV_POOL_SIZE: usize = 256;
+/// The KV pool's size when `QUEEN_KV_POOL_SIZE` is unset (config.md). With
+/// the default `DB_POOL_SIZE` of 16 that is 4: 16 request + 4 KV connections,
+/// plus the boot thread's one (closed once the schema is applied), stay
+/// under the 25-connection budget of decisions.md with 4 to spare.
+pub fn default_kv_pool_size(db_pool_size: usize) -> usize {
+    (db_pool_size / 10).clamp(KV_POOL_DEFAULT_MIN, KV_POOL_DEFAULT_MAX)
+}
 /// Jobs that may wait for a DB thread before shards answer 503. Sized so a
 /// burst from every connection of a busy broker fits (jobs are fused batches).
 pub const DEFAULT_DB_QUEUE_DEPTH: usize = 4096;
@@ -92,6 +107,10 @@ pub struct DbConfig {
     pub queue_depth: usize,
     /// Apply `sql/` at boot (`QUEEN_APPLY_SCHEMA`).
     pub apply_schema: bool,
+    /// Connections (= threads) of the KV pool (`QUEEN_KV_POOL_SIZE`), apart
+    /// from the request group's, so a queue backlog cannot starve the KV and
+    /// timers, nor they the queues (`store::kv_pool`).
+    pub kv_pool_size: usize,
 }
 
 impl DbConfig {
@@ -102,6 +121,13 @@ impl DbConfig {
             return Err(ConfigError::new(
                 "DB_POOL_SIZE",
                 format!("{pool_size} is outside 1..={MAX_DB_POOL_SIZE}"),
+            ));
+        }
+        let kv_pool_size = env.parse("QUEEN_KV_POOL_SIZE", default_kv_pool_size(pool_size))?;
+        if kv_pool_size == 0 || kv_pool_size > MAX_KV_POOL_SIZE {
+            return Err(ConfigError::new(
+                "QUEEN_KV_POOL_SIZE",
+                format!("{kv_pool_size} is outside 1..={MAX_KV_POOL_SIZE}"),
             ));
         }
         let text =
@@ -130,6 +156,7 @@ impl DbConfig {
             pool_size,
             queue_depth: DEFAULT_DB_QUEUE_DEPTH,
             apply_schema: env.bool("QUEEN_APPLY_SCHEMA", DEFAULT_APPLY_SCHEMA)?,
+            kv_pool_size,
         })
     }
 }
@@ -154,6 +181,14 @@ mod tests {
         assert_eq!((c.pg.host.as_str(), c.pg.port), ("localhost", 5432));
         assert_eq!(c.pg.dbname, "postgres");
         assert!(c.apply_schema);
+        assert_eq!(c.kv_pool_size, 4);
+        assert_eq!(db(&[("DB_POOL_SIZE", "100")]).unwrap().kv_pool_size, 10);
+        assert_eq!(db(&[("DB_POOL_SIZE", "900")]).unwrap().kv_pool_size, 32);
+        assert_eq!(db(&[("QUEEN_KV_POOL_SIZE", "2")]).unwrap().kv_pool_size, 2);
+        assert_eq!(
+            db(&[("QUEEN_KV_POOL_SIZE", "0")]).unwrap_err().var,
+            "QUEEN_KV_POOL_SIZE"
+        );
         let c = db(&[("PG_DB", "a"), ("PG_PASSWORD", "")]).unwrap();
         assert_eq!(c.pg.dbname, "a");
         assert_eq!(c.pg.password, "");

@@ -42,15 +42,19 @@ pub struct DbGroup {
     /// shard tasks may still hold job senders, so the channel closing alone
     /// cannot be relied on to end them.
     stop: Arc<AtomicBool>,
+    /// The KV pool's threads (`super::kv_pool`), started with the group and
+    /// sharing its `ready` flag.
+    kv: super::kv_pool::KvPool,
 }
 
 impl DbGroup {
-    /// Starts the boot thread and `cfg.pool_size` DB threads. Returns the
-    /// group and the job sender the shards share.
+    /// Starts the boot thread, `cfg.pool_size` DB threads and the KV pool's
+    /// `cfg.kv_pool_size`. Returns the group and the job senders the shards
+    /// share (request group, KV pool).
     pub fn start(
         cfg: &DbConfig,
         replies: Vec<InboxSender<ReplyEnvelope>>,
-    ) -> (DbGroup, Sender<JobEnvelope>) {
+    ) -> (DbGroup, Sender<JobEnvelope>, Sender<super::kv_pool::KvJob>) {
         let (tx, rx) = crossbeam_channel::bounded::<JobEnvelope>(cfg.queue_depth);
         let pg = pg_config(cfg);
         let tls = cfg.pg.tls.connector();
@@ -65,6 +69,14 @@ impl DbGroup {
             .build_unchecked(manager);
         let ready = Arc::new(AtomicBool::new(false));
         let stop = Arc::new(AtomicBool::new(false));
+        let (kv, kv_tx) = super::kv_pool::KvPool::start(
+            cfg.kv_pool_size,
+            pg.clone(),
+            tls.clone(),
+            cfg.pg.connect_timeout,
+            ready.clone(),
+            replies.clone(),
+        );
         let replies = Arc::new(replies);
         let mut threads = Vec::new();
         let (boot_ready, boot_stop) = (ready.clone(), stop.clone());
@@ -90,12 +102,13 @@ impl DbGroup {
                     .expect("spawning a thread at boot"),
             );
         }
-        (DbGroup { threads, stop }, tx)
+        (DbGroup { threads, stop, kv }, tx, kv_tx)
     }
 
     /// Stops the group (call after the shards ended) and waits for its threads.
     pub fn stop(self) {
         self.stop.store(true, Ordering::Release);
+        self.kv.stop();
         for t in self.threads {
             let _ = t.join();
         }
@@ -189,7 +202,7 @@ fn serve(
             // The shard may be shutting down; a lost reply then only drops an answer nobody awaits.
             let _ = inbox.send_blocking(ReplyEnvelope {
                 req: env.req,
-                reply,
+                reply: Reply::Store(reply),
             });
         }
     }
@@ -338,7 +351,7 @@ fn push_call(
 /// is logged here with an incident number and the client is told only that
 /// number (issue 17: NUL bytes in names used to come back as PostgreSQL's
 /// encoding error).
-fn classify(e: postgres::Error) -> StoreError {
+pub fn classify(e: postgres::Error) -> StoreError {
     if e.is_closed() {
         return StoreError::Unavailable(e.to_string());
     }

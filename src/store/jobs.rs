@@ -21,6 +21,8 @@ pub enum Proc {
     SystemStateGet,
     /// `queen.system_state_set`: set one maintenance flag (§15).
     SystemStateSet,
+    /// `queen.kv_switch_set`: set the KV/timers kill switches (sql/functions/kv.sql).
+    KvSwitchSet,
     /// `queen.metrics_snapshot`: per-queue rates, lag and DLQ depth for the metrics scrape.
     MetricsSnapshot,
     /// `queen.pop`: claim partitions and read a batch.
@@ -95,6 +97,14 @@ pub enum Proc {
     StatusView,
     /// `queen.status_queue`: one queue's status detail, partitions paged (sql/functions/status.sql).
     StatusQueue,
+    /// `queen.streams_register`: register or find a stream query (§19).
+    StreamsRegister,
+    /// `queen.streams_cycle`: a stream cycle's state ops, sink pushes and ack in one transaction (§19).
+    StreamsCycle,
+    /// `queen.streams_state_get`: a stream partition's state rows (§19).
+    StreamsStateGet,
+    /// `queen.streams_overview`: the stream queries with partitions, state rows and last cycle (dashboard).
+    StreamsOverview,
     /// `queen.cleanup`: one bounded round of inactive-partition and old-metrics cleanup (sql/functions/cleanup.sql).
     Cleanup,
     /// `queen.eph_declare`: store an ephemeral queue's declaration (sql/functions/ephemeral.sql).
@@ -112,6 +122,7 @@ impl Proc {
             Proc::Configure => "SELECT queen.configure($1::jsonb)",
             Proc::SystemStateGet => "SELECT queen.system_state_get($1::jsonb)",
             Proc::SystemStateSet => "SELECT queen.system_state_set($1::jsonb)",
+            Proc::KvSwitchSet => "SELECT queen.kv_switch_set($1::jsonb)",
             Proc::MetricsSnapshot => "SELECT queen.metrics_snapshot($1::jsonb)",
             Proc::Pop => "SELECT queen.pop($1::jsonb)",
             Proc::PopConflated => "SELECT queen.pop_conflated($1::jsonb)",
@@ -150,6 +161,10 @@ impl Proc {
             Proc::StatusView => "SELECT queen.status_view($1::jsonb)",
             Proc::StatusQueue => "SELECT queen.status_queue($1::jsonb)",
             Proc::Cleanup => "SELECT queen.cleanup($1::jsonb)",
+            Proc::StreamsRegister => "SELECT queen.streams_register($1::jsonb)",
+            Proc::StreamsCycle => "SELECT queen.streams_cycle($1::jsonb)",
+            Proc::StreamsStateGet => "SELECT queen.streams_state_get($1::jsonb)",
+            Proc::StreamsOverview => "SELECT queen.streams_overview($1::jsonb)",
             Proc::EphDeclare => "SELECT queen.eph_declare($1::jsonb)",
             Proc::EphUndeclare => "SELECT queen.eph_undeclare($1::jsonb)",
             Proc::EphList => "SELECT queen.eph_list($1::jsonb)",
@@ -268,5 +283,15 @@ pub struct ReplyEnvelope {
     /// The id the shard gave the job.
     pub req: RequestId,
     /// The outcome.
-    pub reply: StoreReply,
+    pub reply: Reply,
+}
+
+/// What comes back on a shard's reply inbox.
+#[derive(Debug)]
+pub enum Reply {
+    /// A request-group job's outcome.
+    Store(StoreReply),
+    /// A KV pool closure's answer (`super::kv_pool`), downcast by
+    /// `DbClient::kv_run` to the type the closure returned.
+    Closure(Result<Box<dyn std::any::Any + Send>, StoreError>),
 }

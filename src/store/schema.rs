@@ -50,7 +50,9 @@ const FILES: &[(&str, &str)] = &[
     sql!("schema/005_message_refs.sql"),
     sql!("schema/006_stats_deletes.sql"),
     sql!("schema/007_drop_dead_functions.sql"),
+    sql!("schema/008_kv.sql"),
     sql!("schema/010_ephemeral.sql"),
+    sql!("schema/011_streams.sql"),
     sql!("functions/core.sql"),
     sql!("functions/stats.sql"),
     sql!("functions/push.sql"),
@@ -58,6 +60,7 @@ const FILES: &[(&str, &str)] = &[
     sql!("functions/conflation.sql"),
     sql!("functions/ack.sql"),
     sql!("functions/txn.sql"),
+    sql!("functions/streams.sql"),
     sql!("functions/dlq.sql"),
     sql!("functions/messages.sql"),
     sql!("functions/groups.sql"),
@@ -68,6 +71,7 @@ const FILES: &[(&str, &str)] = &[
     sql!("functions/status.sql"),
     sql!("functions/metrics.sql"),
     sql!("functions/system.sql"),
+    sql!("functions/kv.sql"),
     sql!("functions/ephemeral.sql"),
 ];
 
