@@ -17,8 +17,10 @@ use std::time::Instant;
 /// Bound of each shard's ephemeral inbox: hand-overs in flight towards one
 /// shard. A full inbox answers 503 `ephemeral_unavailable` (the work did
 /// not start); a closed-loop client set never holds more than its
-/// connections, so this only bites on a shard that stopped draining.
-pub const EPH_INBOX_DEPTH: usize = 4096;
+/// connections, so this only bites on a shard that stopped draining. The
+/// ring's slots are allocated up front (about 150 bytes each), so depth is
+/// resident memory: 1,024 slots cost ~150 KiB per shard.
+pub const EPH_INBOX_DEPTH: usize = 1024;
 
 /// One ack for a shard: (index in the request, partition, seq, attempt, status).
 pub type AckItem = (usize, String, u64, u32, AckStatus);
