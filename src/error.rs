@@ -33,6 +33,18 @@ pub enum ApiError {
     Unavailable(String),
     /// Anything else (the text is safe to show: it never holds secrets).
     Internal(String),
+    /// A refusal with its own status and machine code (ephemeral queues,
+    /// http-api.md §18), with `Retry-After` seconds where retrying helps.
+    Refused {
+        /// HTTP status.
+        status: u16,
+        /// The `code` of the body.
+        code: &'static str,
+        /// The `error` text.
+        message: String,
+        /// `Retry-After` in seconds.
+        retry_after: Option<u32>,
+    },
     /// An error of the KV family (http-api.md §15): answered as
     /// `{"error": error, "reason": reason, "detail": detail}`.
     Coded {
@@ -62,6 +74,7 @@ impl ApiError {
             ApiError::MisdirectedHost(_) => (421, "misdirected_host"),
             ApiError::Unavailable(_) => (503, "unavailable"),
             ApiError::Internal(_) => (500, "internal"),
+            ApiError::Refused { status, code, .. } => (*status, code),
             ApiError::Coded { status, error, .. } => (*status, error),
         }
     }
@@ -69,6 +82,10 @@ impl ApiError {
     /// The HTTP answer for this error.
     pub fn into_response(self) -> Response {
         let (status, code) = self.status_code();
+        let retry_after = match &self {
+            ApiError::Refused { retry_after, .. } => *retry_after,
+            _ => (status == 503).then_some(1),
+        };
         let body = match self {
             // SEC-11: the auth answers are exactly `{"error": ...}`.
             ApiError::Unauthorized(_) | ApiError::Forbidden => {
@@ -83,8 +100,8 @@ impl ApiError {
             _ => serde_json::json!({ "error": self.to_string(), "code": code }),
         };
         let mut r = Response::json(status, body.to_string().into_bytes());
-        if status == 503 {
-            r = r.with_header("Retry-After", "1");
+        if let Some(s) = retry_after {
+            r = r.with_header("Retry-After", s.to_string());
         }
         r
     }
@@ -99,7 +116,8 @@ impl fmt::Display for ApiError {
             | ApiError::UnsupportedMediaType(m)
             | ApiError::CrossOrigin(m)
             | ApiError::MisdirectedHost(m)
-            | ApiError::Internal(m) => f.write_str(m),
+            | ApiError::Internal(m)
+            | ApiError::Refused { message: m, .. } => f.write_str(m),
             ApiError::NoSuchRoute => f.write_str("Not found"),
             ApiError::MethodNotAllowed => f.write_str("Method not allowed"),
             ApiError::Unauthorized(m) => f.write_str(m),

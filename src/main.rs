@@ -13,13 +13,16 @@
 //! - `api`: one file per HTTP endpoint; `api/mod.rs` lists the routes
 //!   (timers: `api/timers.rs`, their op validation `api/timers_ops.rs`);
 //!   `api/streams/` the stream queries, cycles and state reads (their SQL in
-//!   `sql/functions/streams.sql`). — shards
+//!   `sql/functions/streams.sql`); `api/ephemeral/` the ephemeral routes
+//!   and their forwarding to the owning broker. — shards
 //! - `dashboard`, `jobs`: the embedded dashboard and its routes; the
 //!   background job schedule (retention, eviction, lease reclaim, stats
 //!   roll-up, cleanup, the timer firing job `jobs/timers.rs`). — shards; jobs
 //!   on shard 0, their SQL on the DB threads (timers' on the KV pool)
 //! - `shard`: a shard's state and its methods: the `Shard`, push and ack
-//!   lanes, long-poll waiters, its caches. — shards
+//!   lanes, long-poll waiters, its caches; `shard::ephemeral`, the
+//!   ephemeral (RAM-only) queues' rings of the partitions the shard owns,
+//!   their hand-over between shards and their sweep. — shards
 //! - `metrics`, `auth`: per-shard counters (stream cycles and their latency
 //!   histogram among them), the board that sums them, the
 //!   rate sampler's ring, the cached DB snapshot and the JSON / Prometheus
@@ -59,6 +62,11 @@
 //!     counters;
 //!   - `mesh`, `mesh_state`, `stopping`: its end of the queue to the mesh
 //!     thread, the mesh's atomics (read only), its shutdown signal;
+//!   - `eph`: its ephemeral rings (only the partitions `owner::shard_of`
+//!     gives it; a request on another shard is handed over on this shard's
+//!     ephemeral inbox), its copy of the declarations, its mesh member table
+//!     (beacons), the queue-wide long-poll signals, every shard's ephemeral
+//!     inbox sender.
 //!   - `kv_switch`: the broker's KV/timers kill switches (shared, below).
 //!
 //!   Its tasks (`serve`) hold the `Shard` by `Rc`; the sampler and the push
@@ -77,6 +85,10 @@
 //! - jwks (`auth::jwks`, only with `JWT_JWKS_URL`): fetches the key set.
 //!
 //! Process-wide state, and why it is not a shard's:
+//! - `metrics::ephemeral::EphGauges` (an `Arc` main makes): the bytes of
+//!   every shard's ephemeral rings in one atomic (the broker-wide RAM ceiling
+//!   is checked against it, so one queue on one shard may use all of it) and
+//!   each shard's published depths;
 //! - `metrics::Board` (an `Arc` main makes, not a static): a slot per shard,
 //!   written by its owner only, read by a scrape on any shard, so no scrape
 //!   has to message the other shards;
@@ -101,7 +113,9 @@
 //! No lock is shared between a shard and another thread (the per-queue
 //! metrics slot is the one mutex, held only to copy a pointer); everything
 //! that crosses threads is a message on a bounded channel created before the
-//! executors start.
+//! executors start: the DB job queue and reply inboxes, the mesh queue and
+//! notice inboxes, and each shard's ephemeral hand-over inbox (any shard →
+//! the partition's owner, answered on a oneshot).
 
 #![warn(missing_docs, missing_debug_implementations)]
 
@@ -190,6 +204,10 @@ fn main() {
     let (notice_tx, notice_rx): (Vec<_>, Vec<_>) = (0..cfg.nr_shards)
         .map(|_| inbox(mesh::SHARD_INBOX_DEPTH))
         .unzip();
+    let (eph_tx, eph_rx): (Vec<_>, Vec<_>) = (0..cfg.nr_shards)
+        .map(|_| inbox(shard::ephemeral::handover::EPH_INBOX_DEPTH))
+        .unzip();
+    let eph_gauges = metrics::ephemeral::EphGauges::new(cfg.nr_shards);
     let (mesh_tx, mesh_rx) = mesh::channel();
     let (trigger, shutdown) = shards::shutdown::shutdown();
 
@@ -197,10 +215,16 @@ fn main() {
     let kv_switch = Arc::new(shard::kv_switch::KvSwitch::default());
     let stats = metrics::Board::new(cfg.nr_shards);
     let mesh = mesh::start(&cfg.mesh, &cfg.server_id, mesh_listener, mesh_rx, notice_tx);
+    let eph_me = shard::ephemeral::owner::Member {
+        id: cfg.server_id.clone(),
+        http: eph_http_addr(&cfg),
+        boot: mesh.state().boot,
+    };
     let inits: Vec<serve::ShardInit> = reply_rx
         .into_iter()
         .zip(notice_rx)
-        .map(|(replies, notices)| serve::ShardInit {
+        .zip(eph_rx)
+        .map(|((replies, notices), eph_inbox)| serve::ShardInit {
             cfg: cfg.clone(),
             replies,
             notices,
@@ -211,9 +235,15 @@ fn main() {
             mesh_state: mesh.state(),
             shutdown: shutdown.clone(),
             stats: stats.clone(),
+            eph_inbox,
+            eph: shard::EphLinks {
+                inboxes: eph_tx.clone(),
+                gauges: eph_gauges.clone(),
+                me: eph_me.clone(),
+            },
         })
         .collect();
-    drop((jobs, kv_jobs, mesh_tx));
+    drop((jobs, kv_jobs, mesh_tx, eph_tx));
     let pool = match shards::pool::PoolBuilder::new(cfg.nr_shards)
         .name("shard")
         .spawn(inits, |id: ShardId, init: serve::ShardInit| {
@@ -240,4 +270,26 @@ fn main() {
     mesh.stop();
     db.stop();
     log::info!("stopped");
+}
+
+/// This broker's HTTP address as peers forward ephemeral requests to it:
+/// the mesh's advertised host, resolved here on the main thread (a shard
+/// must not block on DNS), with the HTTP port.
+fn eph_http_addr(cfg: &Config) -> String {
+    use std::net::ToSocketAddrs;
+    let host = &cfg.mesh.advertise_host;
+    let port = cfg.http_addr.port();
+    match (host.as_str(), port)
+        .to_socket_addrs()
+        .map(|mut a| a.next())
+    {
+        Ok(Some(a)) => a.to_string(),
+        _ => {
+            log::warn!(
+                "ephemeral: cannot resolve {host}; peers forward to {}",
+                cfg.http_addr
+            );
+            cfg.http_addr.to_string()
+        }
+    }
 }

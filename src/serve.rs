@@ -15,6 +15,10 @@
 //!   the waiting requests (`crate::store::DbClient::complete`);
 //! - the notice drain: takes notices from the mesh thread and applies them
 //!   (`Shard::apply`);
+//! - the ephemeral drain: takes hand-overs from other shards and runs each
+//!   in a task of its own (`crate::shard::ephemeral::exec::serve`), and the
+//!   ephemeral sweep, declaration reload and (shard 0) member beacon
+//!   (`crate::shard::ephemeral::tasks`);
 //! - after the spool adopted its leftover segments, its replay and the
 //!   maintenance-flag refresh (`crate::spool::replay`);
 //! - the HTTP server (`shards::listen::serve`), one task per connection,
@@ -24,6 +28,7 @@
 use crate::config::Config;
 use crate::mesh::{Envelope, Notice};
 use crate::metrics;
+use crate::shard::ephemeral::{self, handover::Call};
 use crate::shard::{Links, Shard};
 use crate::store::{JobEnvelope, ReplyEnvelope};
 use crossbeam_channel::Sender;
@@ -60,6 +65,10 @@ pub struct ShardInit {
     pub shutdown: ShutdownListener,
     /// Every shard's metrics slot (this shard writes slot `id`).
     pub stats: Arc<metrics::Board>,
+    /// This shard's ephemeral hand-over inbox.
+    pub eph_inbox: InboxReceiver<Call>,
+    /// The store's links: every shard's inbox, the gauges, this broker.
+    pub eph: crate::shard::EphLinks,
 }
 
 /// Runs shard `id` until shutdown: its tasks and the HTTP server.
@@ -75,6 +84,7 @@ pub async fn run(id: ShardId, init: ShardInit) {
             mesh: init.mesh,
             mesh_state: init.mesh_state,
             stats: init.stats,
+            eph: init.eph,
         },
     );
     spawn_sampler(&shard);
@@ -111,6 +121,17 @@ pub async fn run(id: ShardId, init: ShardInit) {
             }
         }
     });
+    let s = shard.clone();
+    let eph_inbox = init.eph_inbox;
+    spawn_drain(id, queue, async move {
+        let mut buf = Vec::with_capacity(REPLY_DRAIN_BATCH);
+        while eph_inbox.recv_batch(&mut buf, REPLY_DRAIN_BATCH).await > 0 {
+            for call in buf.drain(..) {
+                glommio::spawn_local(ephemeral::exec::serve(s.clone(), call)).detach();
+            }
+        }
+    });
+    crate::shard::ephemeral::tasks::spawn(&shard);
     let server = Rc::new(shards::listen::ServerConfig {
         addr: cfg.http_addr,
         max_body_bytes: cfg.max_body_bytes,

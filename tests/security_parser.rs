@@ -63,6 +63,19 @@ const SEEDS: &[(&str, &str)] = &[
         "/streams/v1/state/get",
         r#"{"query_id":"00000000-0000-0000-0000-000000000000","partition_id":"p","keys":["k"],"key_prefix":"k","ripe_at_or_before":1000}"#,
     ),
+    (
+        "/api/v1/ephemeral/push",
+        r#"{"queue":"fz","partition":"p","messages":[{"payload":{"a":[1,"\u00e9"]}},{"payload":null}]}"#,
+    ),
+    (
+        "/api/v1/ephemeral/configure",
+        r#"{"queue":"fz","options":{"maxLength":5,"policy":"dropOldest","windowBuffer":{"ms":1,"count":2}}}"#,
+    ),
+    (
+        "/api/v1/ephemeral/ack",
+        r#"{"queue":"fz","group":"g","acks":[{"id":"0000000000000001000000000000000100000001.cA","status":"retry"}]}"#,
+    ),
+    ("/api/v1/ephemeral/reset", r#"{"queue":"fz"}"#),
 ];
 
 const TOKENS: &[&str] = &[
@@ -211,6 +224,16 @@ const KEYS: &[&str] = &[
     "key_prefix",
     "ripe_at_or_before",
     "release_lease",
+    "messages",
+    "acks",
+    "id",
+    "group",
+    "maxLength",
+    "maxBytes",
+    "policy",
+    "windowBuffer",
+    "ms",
+    "count",
 ];
 
 /// A random JSON value, at most `depth` deep, drawn to hit type confusion:

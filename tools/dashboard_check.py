@@ -157,6 +157,8 @@ def seed():
     for m in pop["messages"]:
         broker("POST", "/api/v1/ack", {"transactionId": m["transactionId"], "partitionId": m["partitionId"],
                                        "leaseId": pop["leaseId"], "status": "dlq", "error": "card declined"})
+    eph = [{"payload": {"typing": i}} for i in range(7)]
+    assert broker("POST", "/api/v1/ephemeral/push", {"queue": "presence", "messages": eph})[0] == 201
     for _ in range(3):
         status, pop = broker("GET", "/api/v1/pop/queue/orders?batch=5&consumerGroup=analytics")
         if status == 200:
@@ -248,6 +250,9 @@ def main():
         view(b, "messages", "messages", "table, .na")
         view(b, "streams", "streams", "table, .na")
         view(b, "mesh", "mesh", "pre, .na")
+        etxt = view(b, "ephemeral", "ephemeral", "table, .na")
+        record("ephemeral view lists the seeded queue with its depth",
+               "presence" in etxt and "7" in etxt)
 
         # DLQ retry.
         dtxt = view(b, "dlq", "dlq", "table, .na")

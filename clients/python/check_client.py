@@ -32,6 +32,7 @@ try:
     from queen import Queen
     from check_timers import check_timers
     from check_streams import check_streams
+    from check_ephemeral import check_ephemeral
 except Exception as exc:  # pragma: no cover - environment problem
     print(f"FAIL import: cannot import the queen-mq client: {exc!r}")
     print("0 passed, 1 failed")
@@ -447,6 +448,7 @@ CHECKS: List[Callable[[Ctx], Awaitable[str]]] = [
     check_conflation_autopilot,
     check_timers,
     check_streams,
+    check_ephemeral,
 ]
 
 

@@ -283,4 +283,24 @@ async function mesh(el) {
   });
 }
 
-export const views = { overview, queues, groups, dlq, messages, timers, system, streams, mesh };
+// Ephemeral (RAM-only) queues of this broker: depth, bytes and drops, read from
+// its memory (GET /api/v1/ephemeral/queues; no database behind it, free to poll).
+async function ephemeral(el) {
+  const box = h('div');
+  el.replaceChildren(h('h1', {}, 'Ephemeral queues'),
+    h('p', { class: 'muted' }, 'RAM only: contents survive no restart, crash or ownership move.'), box);
+  await section(box, 'Ephemeral queues', async () => {
+    const r = await get('/api/v1/ephemeral/queues');
+    return h('div', {},
+      h('div', { class: 'cards' }, card('Queues', r.count), card('Memory', bytes(r.cellBytes || 0)),
+        card('Brokers', (r.members || []).length)),
+      table([{ t: 'Queue' }, { t: 'Tier' }, { t: 'Depth', num: 1 }, { t: 'Bytes', num: 1 },
+        { t: 'Partitions', num: 1 }, { t: 'Groups', num: 1 }, { t: 'Dropped (bounds/ttl/retry)' },
+        { t: 'Max length', num: 1 }, { t: 'Policy' }],
+      (r.queues || []).map(q => h('tr', {}, td(q.queue), td(q.tier), td(fmt(q.depth), 1), td(fmt(q.bytes), 1),
+        td(q.partitions, 1), td(q.groups, 1), td(`${q.drops?.bounds ?? 0}/${q.drops?.ttl ?? 0}/${q.drops?.retry ?? 0}`),
+        td(q.options?.maxLength, 1), td(q.options?.policy)))));
+  });
+}
+
+export const views = { overview, queues, groups, dlq, messages, timers, system, streams, mesh, ephemeral };

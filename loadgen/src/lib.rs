@@ -10,7 +10,8 @@
 //!   from `/proc`, over the measured window.
 //! - `report`: latency histograms (hdrhistogram, µs), error counts, the
 //!   no-loss check, and the JSON line each run prints.
-//! - `scenario`: `push`, `drain` and `latency` against a running broker.
+//! - `scenario`: `push`, `drain`, `latency` and `ephemeral` (RAM-only
+//!   queues) against a running broker.
 //!
 //! # Threads and ownership
 //! The main thread owns the clock: it sleeps through the warm-up, flips the

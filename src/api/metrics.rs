@@ -29,6 +29,7 @@ pub async fn json(shard: &Rc<Shard>) -> Result<Response, ApiError> {
         mesh: &shard.mesh_state,
         push_paused: shard.spool.push_paused.get(),
         pop_paused: shard.spool.pop_paused.get(),
+        eph: &shard.eph.gauges,
     };
     Ok(ok_json(&prom::json(&inputs)))
 }
@@ -44,6 +45,7 @@ pub async fn prometheus(shard: &Rc<Shard>) -> Result<Response, ApiError> {
         mesh: &shard.mesh_state,
         push_paused: shard.spool.push_paused.get(),
         pop_paused: shard.spool.pop_paused.get(),
+        eph: &shard.eph.gauges,
     };
     Ok(Response::text(200, PROMETHEUS_TEXT, prom::text(&inputs)))
 }

@@ -11,6 +11,7 @@ mod configure;
 mod cors;
 mod dlq;
 mod edge;
+mod ephemeral;
 mod groups;
 mod health;
 mod kv_switch;
@@ -196,6 +197,21 @@ async fn route(shard: &Rc<Shard>, mut req: Request) -> Result<Response, ApiError
             timers::cancel(shard, &req, q, key).await
         }
         (Get, ["api", "v1", "resources", "timers"]) => timers::pending(shard, &req).await,
+        // ephemeral queues (§18)
+        (Post, ["api", "v1", "ephemeral", "configure"]) => {
+            ephemeral::configure::handle(shard, &req).await
+        }
+        (Post, ["api", "v1", "ephemeral", "push"]) => ephemeral::push::handle(shard, &req).await,
+        (Get, ["api", "v1", "ephemeral", "pop"]) => ephemeral::pop::handle(shard, &req).await,
+        (Post, ["api", "v1", "ephemeral", "ack"]) => ephemeral::ack::handle(shard, &req).await,
+        (Post, ["api", "v1", "ephemeral", "reset"]) => ephemeral::admin::reset(shard, &req).await,
+        (Delete, ["api", "v1", "ephemeral", "queue", q]) => {
+            ephemeral::admin::delete(shard, &req, q).await
+        }
+        (Get, ["api", "v1", "ephemeral", "queues"]) => ephemeral::queues::list(shard, &req).await,
+        (Get, ["api", "v1", "ephemeral", "queues", q, "depth"]) => {
+            ephemeral::queues::depth(shard, &req, q).await
+        }
         // streams (§19)
         (Post, ["streams", "v1", "queries"]) => streams::queries::register(shard, &req).await,
         (Get, ["streams", "v1", "queries"]) => streams::queries::list(shard, &req).await,
@@ -282,6 +298,14 @@ fn known_path(s: &[&str]) -> bool {
             | ["api", "v1", "timers"]
             | ["api", "v1", "timers", _, ..]
             | ["api", "v1", "resources", "timers"]
+            | [
+                "api",
+                "v1",
+                "ephemeral",
+                "configure" | "push" | "pop" | "ack" | "reset" | "queues"
+            ]
+            | ["api", "v1", "ephemeral", "queue", _]
+            | ["api", "v1", "ephemeral", "queues", _, "depth"]
             | ["streams", "v1", "queries" | "cycle"]
             | ["streams", "v1", "state", "get"]
     )

@@ -21,6 +21,7 @@
 //! Parsing rules are `crate::env`'s. A single bad variable stops the boot
 //! with one line naming it (`ConfigError`'s `Display`).
 
+pub mod ephemeral;
 pub mod http;
 pub mod jobs;
 pub mod pop;
@@ -98,6 +99,8 @@ pub struct Config {
     /// `QUEEN_ALLOWED_HOSTS`: the `Host` names served, lower case, without
     /// ports; empty serves any (`api/edge.rs`).
     pub allowed_hosts: Vec<String>,
+    /// Ephemeral (RAM-only) queues (`QUEEN_EPHEMERAL_*`, config.md §13).
+    pub ephemeral: ephemeral::EphemeralConfig,
 }
 
 impl Config {
@@ -167,6 +170,7 @@ impl Config {
                 .non_empty("QUEEN_CORS_ALLOW_ORIGIN")
                 .map(|v| v.trim().to_string()),
             allowed_hosts: http::allowed_hosts(&env)?,
+            ephemeral: ephemeral::EphemeralConfig::from_env(&env)?,
         })
     }
 

@@ -41,7 +41,7 @@ pub mod state;
 
 pub use config::MeshConfig;
 use crossbeam_channel::{Receiver, Sender};
-pub use notice::{Envelope, Notice};
+pub use notice::{Envelope, EphNotice, Notice};
 use shards::inbox::InboxSender;
 use state::MeshState;
 use std::collections::HashSet;

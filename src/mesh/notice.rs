@@ -39,6 +39,57 @@ pub enum Notice {
         /// Queue name.
         queue: String,
     },
+    /// About ephemeral queues (`crate::shard::ephemeral`).
+    Ephemeral(EphNotice),
+}
+
+/// What brokers tell each other about ephemeral queues. `from` (a server
+/// id) lets a broker skip its own notices where it applied the change on
+/// every shard already and a late re-apply could undo a newer one.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum EphNotice {
+    /// A broker's beacon, once a heartbeat: its rendezvous identity, HTTP
+    /// address (forwarding target) and boot nonce (incarnation).
+    Member {
+        /// `QUEEN_SERVER_ID`.
+        id: String,
+        /// `ip:port` of its HTTP listener.
+        http: String,
+        /// Boot nonce.
+        boot: u64,
+    },
+    /// Messages were pushed to an ephemeral queue: wakes pops parked over
+    /// all of its partitions.
+    Pushed {
+        /// Tenant id.
+        tenant: String,
+        /// Queue name.
+        queue: String,
+    },
+    /// A queue was declared (`options`: the given options, JSON) or its
+    /// declaration deleted (`None`).
+    Declared {
+        /// Server id of the broker that changed it.
+        from: String,
+        /// Tenant id.
+        tenant: String,
+        /// Queue name.
+        queue: String,
+        /// The options as given to `configure`, JSON text.
+        options: Option<String>,
+    },
+    /// A queue was reset (`undeclare` false) or deleted (true): every
+    /// broker empties the rings it owns.
+    Dropped {
+        /// Server id of the broker that changed it.
+        from: String,
+        /// Tenant id.
+        tenant: String,
+        /// Queue name.
+        queue: String,
+        /// Deleted, not only reset.
+        undeclare: bool,
+    },
 }
 
 /// A notice with the shard it came from.

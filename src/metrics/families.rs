@@ -57,6 +57,27 @@ pub fn timers(r: &mut Registry, i: &Inputs) {
     );
 }
 
+/// Registers the ephemeral families: `queen_ephemeral_bytes` (accounted
+/// bytes over every ring of this broker) and `queen_ephemeral_depth{queue}`
+/// (messages in the rings this broker owns, as of each shard's last sweep,
+/// a quarter second at most).
+pub fn ephemeral(r: &mut Registry, i: &Inputs) {
+    gauge(
+        r,
+        "queen_ephemeral_bytes",
+        "Accounted bytes of ephemeral queue contents in this broker's RAM",
+        i.eph.bytes.load(Relaxed) as f64,
+    );
+    let f = family(
+        r,
+        "queen_ephemeral_depth",
+        "Messages in the ephemeral queue's rings on this broker",
+    );
+    for (q, n) in i.eph.depths() {
+        f.get_or_create(&labels(&[("queue", &q)])).set(n as f64);
+    }
+}
+
 /// Registers the spool and maintenance families.
 pub fn spool(r: &mut Registry, i: &Inputs) {
     let board = stats::board();

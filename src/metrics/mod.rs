@@ -29,6 +29,7 @@
 //! [`queues::Slot`] (the one place a scrape copies a pointer under a mutex).
 
 pub mod dbsnap;
+pub mod ephemeral;
 pub mod expo;
 pub mod families;
 pub mod process;

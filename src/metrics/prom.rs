@@ -309,6 +309,7 @@ pub fn text(i: &Inputs) -> String {
     super::families::worker(&mut r, i, &worker_labels);
     super::families::mesh(&mut r, i);
     super::families::timers(&mut r, i);
+    super::families::ephemeral(&mut r, i);
     let queue_ops = super::families::queue_ops(i);
     let streams = super::streams::render(b.shards.iter().map(|s| &s.streams));
 

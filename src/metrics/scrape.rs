@@ -23,6 +23,8 @@ pub struct Inputs<'a> {
     pub push_paused: bool,
     /// Pop maintenance as applied on this broker.
     pub pop_paused: bool,
+    /// Ephemeral bytes and depths.
+    pub eph: &'a super::ephemeral::EphGauges,
 }
 
 /// DB jobs running now: in flight minus queued, capped at the pool size.

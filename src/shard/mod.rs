@@ -7,6 +7,7 @@ pub mod ack_lanes;
 pub mod autopilot;
 pub mod cache;
 pub mod conflation;
+pub mod ephemeral;
 pub mod fusion;
 pub mod kv_switch;
 pub mod lanes;
@@ -46,6 +47,20 @@ pub struct Links {
     pub mesh_state: Arc<MeshState>,
     /// Every shard's metrics slot (this shard writes slot `id`).
     pub stats: Arc<Board>,
+    /// Ephemeral queues: every shard's hand-over inbox, the broker's byte
+    /// count and depths, and this broker as a mesh member.
+    pub eph: EphLinks,
+}
+
+/// What a shard's ephemeral store is built with (see [`ephemeral`]).
+#[derive(Debug)]
+pub struct EphLinks {
+    /// Every shard's ephemeral inbox (index = shard id).
+    pub inboxes: Vec<shards::inbox::InboxSender<ephemeral::handover::Call>>,
+    /// Broker-wide bytes and per-shard depths.
+    pub gauges: Arc<crate::metrics::ephemeral::EphGauges>,
+    /// This broker: server id, HTTP address, boot nonce.
+    pub me: ephemeral::owner::Member,
 }
 
 /// A shard's state.
@@ -88,6 +103,9 @@ pub struct Shard {
     /// This shard's disk spool and maintenance flags (see `crate::spool`;
     /// shared with its replay task).
     pub spool: Rc<Spool>,
+    /// This shard's ephemeral rings, declarations and member table (every
+    /// ephemeral route, the hand-over drain and the sweep; see [`ephemeral`]).
+    pub eph: ephemeral::EphStore,
     /// The broker's KV/timers kill switches (one per process; see [`kv_switch`]).
     pub kv_switch: Arc<kv_switch::KvSwitch>,
 }
@@ -117,6 +135,12 @@ impl Shard {
             counters: ShardCounters::new(links.stats, id.0),
             db_snapshot: Rc::new(SnapshotCache::default()),
             spool: Rc::new(spool),
+            eph: ephemeral::EphStore::new(
+                cfg.ephemeral.clone(),
+                links.eph.gauges,
+                ephemeral::owner::Members::new(links.eph.me, cfg.mesh.dead_threshold),
+                links.eph.inboxes,
+            ),
             kv_switch: links.kv_switch,
             cfg,
         })
@@ -169,6 +193,7 @@ impl Shard {
             Notice::Pushed { queue } => self.waiters.wake(queue),
             Notice::Configured { tenant, queue } => self.queues.forget(tenant, queue),
             Notice::Maintenance { pop, enabled } => self.spool.set_flag(*pop, *enabled),
+            Notice::Ephemeral(n) => self.eph.apply(n),
             Notice::KvSwitch { kv, schedule, fire } => self.kv_switch.apply(kv_switch::Switches {
                 kv: *kv,
                 schedule: *schedule,

@@ -119,6 +119,12 @@ pub enum Proc {
     TimersPending,
     /// `queen.timers_fire`: one bounded fire round (the firing job).
     TimersFire,
+    /// `queen.eph_declare`: store an ephemeral queue's declaration (sql/functions/ephemeral.sql).
+    EphDeclare,
+    /// `queen.eph_undeclare`: delete an ephemeral queue's declaration.
+    EphUndeclare,
+    /// `queen.eph_list`: every ephemeral declaration (each shard's reload).
+    EphList,
 }
 
 impl Proc {
@@ -177,6 +183,9 @@ impl Proc {
             Proc::StreamsCycle => "SELECT queen.streams_cycle($1::jsonb)",
             Proc::StreamsStateGet => "SELECT queen.streams_state_get($1::jsonb)",
             Proc::StreamsOverview => "SELECT queen.streams_overview($1::jsonb)",
+            Proc::EphDeclare => "SELECT queen.eph_declare($1::jsonb)",
+            Proc::EphUndeclare => "SELECT queen.eph_undeclare($1::jsonb)",
+            Proc::EphList => "SELECT queen.eph_list($1::jsonb)",
         }
     }
 }

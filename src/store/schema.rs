@@ -52,6 +52,7 @@ const FILES: &[(&str, &str)] = &[
     sql!("schema/007_drop_dead_functions.sql"),
     sql!("schema/008_kv.sql"),
     sql!("schema/009_timers.sql"),
+    sql!("schema/010_ephemeral.sql"),
     sql!("schema/011_streams.sql"),
     sql!("functions/core.sql"),
     sql!("functions/stats.sql"),
@@ -73,6 +74,7 @@ const FILES: &[(&str, &str)] = &[
     sql!("functions/system.sql"),
     sql!("functions/kv.sql"),
     sql!("functions/timers.sql"),
+    sql!("functions/ephemeral.sql"),
 ];
 
 /// Applies the pending schema files and every function file, all or nothing.

@@ -8,7 +8,7 @@ use queen_bench::args::{ArgError, Args};
 use queen_bench::http::Target;
 use queen_bench::procstat::Watch;
 use queen_bench::report::Report;
-use queen_bench::scenario::{drain, latency, push, Ctx};
+use queen_bench::scenario::{drain, ephemeral, latency, push, Ctx};
 use queen_bench::summarize;
 
 const USAGE: &str = "\
@@ -26,15 +26,19 @@ drain:   --prefill 100000 --partitions 100 --prefill-conns 20 --batch 100 --conn
 latency: --rate 1000 --batch 1 --producers 64 --consumers 1 --partitions 10
          --duration 10 --warmup 2 [--auto-ack] --pop-batch 100 --wait-ms 1000
          --grace-secs 5 --payload-bytes 100
+ephemeral: --batch 100 --pop-batch 100 --conns 4 (pushers; as many poppers)
+         --partitions 8 --duration 10 --warmup 2 --payload-bytes 100
+         (RAM-only queues; --queue-options sets the ephemeral configure options)
 summarize: --input results.jsonl   (markdown table of medians and ratios)
 
 Exit status: 0 ok, 1 usage or setup error, 3 the run lost messages.";
 
 /// Words that select what to run.
-const SCENARIOS: [&str; 7] = [
+const SCENARIOS: [&str; 8] = [
     "push",
     "drain",
     "latency",
+    "ephemeral",
     "summarize",
     "help",
     "--help",
@@ -114,6 +118,18 @@ fn latency_opts(a: &Args) -> Result<latency::LatencyOpts, ArgError> {
     })
 }
 
+fn ephemeral_opts(a: &Args) -> Result<ephemeral::EphemeralOpts, ArgError> {
+    Ok(ephemeral::EphemeralOpts {
+        batch: a.get("batch", 100usize)?.max(1),
+        pop_batch: a.get("pop-batch", 100usize)?.max(1),
+        conns: a.get("conns", 4usize)?.max(1),
+        partitions: a.get("partitions", 8usize)?.max(1),
+        duration: secs(a, "duration", 10.0)?,
+        warmup: secs(a, "warmup", 2.0)?,
+        payload_bytes: a.get("payload-bytes", 100usize)?,
+    })
+}
+
 fn run(words: &[String]) -> Result<ExitCode, String> {
     // The scenario may come before or after the flags: it is the first word
     // naming one (flag values never do).
@@ -154,6 +170,11 @@ fn run(words: &[String]) -> Result<ExitCode, String> {
             let o = latency_opts(&a).map_err(e)?;
             a.finish().map_err(|e| e.to_string())?;
             latency::run(&c, &o)
+        }
+        "ephemeral" => {
+            let o = ephemeral_opts(&a).map_err(e)?;
+            a.finish().map_err(|e| e.to_string())?;
+            ephemeral::run(&c, &o)
         }
         "help" | "--help" | "-h" => {
             println!("{USAGE}");

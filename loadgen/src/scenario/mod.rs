@@ -7,6 +7,7 @@
 //! when joined. Workers share only atomics (the phase, counters).
 
 pub mod drain;
+pub mod ephemeral;
 pub mod latency;
 pub mod push;
 
