@@ -308,6 +308,7 @@ pub fn text(i: &Inputs) -> String {
 
     super::families::worker(&mut r, i, &worker_labels);
     super::families::mesh(&mut r, i);
+    super::families::kv(&mut r, i);
     let queue_ops = super::families::queue_ops(i);
 
     let mut out = String::with_capacity(8192 + i.snap.queues_text.len() + queue_ops.len());
