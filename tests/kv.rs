@@ -479,3 +479,49 @@ fn kv_and_ack_in_one_transaction_commit_or_roll_back_together() {
         1
     );
 }
+
+#[test]
+fn a_full_kv_pool_answers_503_at_once_and_queues_still_work() {
+    let db = Db::fresh();
+    let b = Broker::builder(&db).env("QUEEN_KV_POOL_SIZE", "1").start();
+    one(
+        &b,
+        json!({"op": "put", "ns": "p", "key": "hot", "value": 0, "forever": true}),
+    );
+    // Hold the key's row from outside: the one KV connection blocks on it.
+    let mut holder = db.client();
+    let mut tx = holder.transaction().unwrap();
+    tx.execute("SELECT 1 FROM queen.kv WHERE key = 'hot' FOR UPDATE", &[])
+        .unwrap();
+    std::thread::scope(|s| {
+        let stuck = s.spawn(|| {
+            b.post_json(
+                "/api/v1/kv",
+                &json!([{"op": "incr", "ns": "p", "key": "hot", "delta": 1, "forever": true}]),
+            )
+        });
+        std::thread::sleep(Duration::from_millis(300));
+        // The next call waits for the busy connection, then is told to retry.
+        let t = Instant::now();
+        let r = b.post_json(
+            "/api/v1/kv",
+            &json!([{"op": "get", "ns": "p", "key": "other"}]),
+        );
+        assert_eq!(r.status, 503, "{}", r.text());
+        assert_eq!(r.json()["error"], "kv_unavailable");
+        assert!(r.header("retry-after").is_some());
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "no hang: {:?}",
+            t.elapsed()
+        );
+        // The queues have their own connections.
+        assert_eq!(b.push_n("q", "p", "m", 1)[0]["status"], "queued");
+        tx.rollback().unwrap();
+        assert_eq!(stuck.join().unwrap().status, 200);
+    });
+    assert_eq!(
+        one(&b, json!({"op": "get", "ns": "p", "key": "hot"}))["value"],
+        1
+    );
+}

@@ -344,3 +344,88 @@ LANGUAGE sql STABLE AS $$
         'nextAfter', CASE WHEN (SELECT count(*) FROM page) > (p->>'limit')::int
                           THEN (SELECT key FROM numbered WHERE rn = (p->>'limit')::int) END)
 $$;
+
+-- ---------------------------------------------------------------------------
+-- queen.lock_apply(tenant, ops) -> {results:[...]}: locks on the KV (http-api.md
+--   §17), rows of queen.kv in the reserved namespace '_locks' (a name no KV call
+--   can use: namespaces start with [a-z0-9]). value = {"owner": <holder>};
+--   token = the row's version, minted by acquire and kept by renew.
+--   ops (validated by src/api/locks.rs):
+--     {op:"acquire", name, ttl, owner} -> {acquired, token, expiresAt, holder}
+--       (not acquired: the current holder and expiry, token null)
+--     {op:"renew", name, token, ttl}   -> {renewed, expiresAt}
+--     {op:"release", name, token}      -> {released}
+--     {op:"get", name}                 -> {held, holder, expiresAt}
+--   An expired lock is free: acquire takes it over, renew/release refuse it.
+-- ---------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION queen.lock_apply(p_tenant text, p_ops jsonb) RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_t    uuid := p_tenant::uuid;
+    o      jsonb;
+    cur    record;
+    r      jsonb;
+    v_out  jsonb := '[]'::jsonb;
+    v_ver  bigint;
+    v_exp  timestamptz;
+    v_pos  int := 0;
+BEGIN
+    FOR o IN SELECT e FROM jsonb_array_elements(p_ops) AS e LOOP
+        IF o->>'op' = 'acquire' THEN
+            LOOP
+                SELECT kv.value, kv.expires_at INTO cur FROM queen.kv kv
+                 WHERE kv.tenant_id = v_t AND kv.namespace = '_locks' AND kv.key = o->>'name'
+                   FOR UPDATE;
+                IF FOUND AND (cur.expires_at IS NULL OR cur.expires_at > now()) THEN
+                    r := jsonb_build_object('acquired', false, 'token', NULL,
+                            'holder', cur.value->'owner', 'expiresAt', queen.iso(cur.expires_at));
+                    EXIT;
+                END IF;
+                v_ver := nextval('queen.kv_version_seq');
+                v_exp := now() + (o->>'ttl')::bigint * interval '1 second';
+                IF FOUND THEN
+                    UPDATE queen.kv kv SET value = jsonb_build_object('owner', o->'owner'),
+                           version = v_ver, expires_at = v_exp, updated_at = now(), created_at = now()
+                     WHERE kv.tenant_id = v_t AND kv.namespace = '_locks' AND kv.key = o->>'name';
+                ELSE
+                    INSERT INTO queen.kv (tenant_id, namespace, key, value, version, expires_at, shard)
+                    VALUES (v_t, '_locks', o->>'name', jsonb_build_object('owner', o->'owner'), v_ver,
+                            v_exp, (abs(hashtext(o->>'name')) % 16)::smallint)
+                    ON CONFLICT DO NOTHING;
+                    IF NOT FOUND THEN
+                        CONTINUE;
+                    END IF;
+                END IF;
+                r := jsonb_build_object('acquired', true, 'token', v_ver, 'holder', o->'owner',
+                                        'expiresAt', queen.iso(v_exp));
+                EXIT;
+            END LOOP;
+        ELSIF o->>'op' = 'renew' THEN
+            UPDATE queen.kv kv SET expires_at = now() + (o->>'ttl')::bigint * interval '1 second',
+                   updated_at = now()
+             WHERE kv.tenant_id = v_t AND kv.namespace = '_locks' AND kv.key = o->>'name'
+               AND kv.version = (o->>'token')::bigint AND kv.expires_at > now()
+            RETURNING kv.expires_at INTO v_exp;
+            r := jsonb_build_object('renewed', FOUND, 'expiresAt', queen.iso(v_exp));
+        ELSIF o->>'op' = 'release' THEN
+            DELETE FROM queen.kv kv
+             WHERE kv.tenant_id = v_t AND kv.namespace = '_locks' AND kv.key = o->>'name'
+               AND kv.version = (o->>'token')::bigint AND kv.expires_at > now();
+            r := jsonb_build_object('released', FOUND);
+        ELSE
+            SELECT kv.value, kv.expires_at INTO cur FROM queen.kv kv
+             WHERE kv.tenant_id = v_t AND kv.namespace = '_locks' AND kv.key = o->>'name'
+               AND kv.expires_at > now();
+            IF FOUND THEN
+                r := jsonb_build_object('held', true, 'holder', cur.value->'owner',
+                                        'expiresAt', queen.iso(cur.expires_at));
+            ELSE
+                r := jsonb_build_object('held', false, 'holder', NULL, 'expiresAt', NULL);
+            END IF;
+        END IF;
+        v_out := v_out || jsonb_build_array(
+                     jsonb_build_object('index', v_pos, 'op', o->>'op', 'name', o->>'name') || r);
+        v_pos := v_pos + 1;
+    END LOOP;
+    RETURN jsonb_build_object('results', v_out);
+END $$;

@@ -16,6 +16,7 @@ mod health;
 mod kv;
 mod kv_switch;
 mod lease;
+mod locks;
 mod maintenance;
 mod messages;
 mod metrics;
@@ -132,6 +133,7 @@ async fn route(shard: &Rc<Shard>, mut req: Request) -> Result<Response, ApiError
         (Delete, ["api", "v1", "kv", ns, tail @ ..]) if !tail.is_empty() => {
             kv::delete_one(shard, &req, ns, tail).await
         }
+        (Post, ["api", "v1", "locks"]) => locks::handle(shard, &req).await,
         (Get, ["api", "v1", "resources", "kv", "namespaces"]) => kv::namespaces(shard, &req).await,
         (Post, ["api", "v1", "resources", "kv", "list"]) => kv::list(shard, &req).await,
         (Get, ["api", "v1", "system", "kv-timers"]) => kv_switch::get(shard).await,
@@ -228,7 +230,7 @@ fn known_path(s: &[&str]) -> bool {
             | ["api", "v1", "system", "maintenance"]
             | ["api", "v1", "system", "maintenance", "pop"]
             | ["api", "v1", "system", "kv-timers"]
-            | ["api", "v1", "kv"]
+            | ["api", "v1", "kv" | "locks"]
             | ["api", "v1", "kv", _, _, ..]
             | ["api", "v1", "resources", "kv", "namespaces" | "list"]
             | ["api", "v1", "status", "buffers"]

@@ -127,7 +127,7 @@ pub async fn get_one(
     .await?;
     let resp = ok_json(&r);
     Ok(match r["version"].as_i64() {
-        Some(v) if r["found"] == true => resp.with_header("ETag", &format!("\"{v}\"")),
+        Some(v) if r["found"] == true => resp.with_header("ETag", format!("\"{v}\"")),
         _ => resp,
     })
 }
