@@ -5,6 +5,7 @@
 //! - `groups`: `groups`, `group`, `seek`;
 //! - `inspect`: `dlq`, `dlq retry`, `messages`, `message`;
 //! - `maintenance`: both maintenance switches;
+//! - `kv`: the key/value store;
 //! - `bench`: the load scenarios shared with `bench/` (crate `queen-loadgen`).
 //!
 //! Every handler returns the broker's answer for `--json` unchanged where the spec
@@ -14,6 +15,7 @@ mod bench;
 mod flow;
 mod groups;
 mod inspect;
+mod kv;
 mod maintenance;
 mod queues;
 
@@ -61,6 +63,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             transaction_id,
         } => inspect::message(&ctx, &partition_id, &transaction_id)?,
         Command::Maintenance { action } => maintenance::run(&ctx, &action)?,
+        Command::Kv { action } => kv::run(&ctx, &action)?,
         Command::Bench(a) => return bench::run(&ctx, &url, has_token, &a),
         Command::Completions { shell } => {
             let mut cmd = Cli::command();
