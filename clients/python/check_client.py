@@ -30,6 +30,8 @@ try:
 
     import httpx
     from queen import Queen
+
+    from check_kv import KV_CHECKS
 except Exception as exc:  # pragma: no cover - environment problem
     print(f"FAIL import: cannot import the queen-mq client: {exc!r}")
     print("0 passed, 1 failed")
@@ -443,6 +445,7 @@ CHECKS: List[Callable[[Ctx], Awaitable[str]]] = [
     check_lease_renewal,
     check_admin_calls,
     check_conflation_autopilot,
+    *KV_CHECKS,
 ]
 
 
