@@ -10,21 +10,27 @@
 //! - `main` (this file): boot, the channels, shutdown order. — main
 //! - `serve`: a shard's start-up and life: builds its `Shard`, spawns its
 //!   drains, metrics sampler, jobs (shard 0) and spool replay, serves HTTP. — shards
-//! - `api`: one file per HTTP endpoint; `api/mod.rs` lists the routes. — shards
+//! - `api`: one file per HTTP endpoint; `api/mod.rs` lists the routes
+//!   (`api/kv/`: the KV's routes and its op validation; `locks`, `kv_switch`
+//!   beside them). — shards
 //! - `dashboard`, `jobs`: the embedded dashboard and its routes; the
 //!   background job schedule (retention, eviction, lease reclaim, stats
-//!   roll-up, cleanup). — shards; jobs on shard 0, their SQL on the DB threads
+//!   roll-up, cleanup, the KV expiry sweep and the KV/timers switch
+//!   recheck). — shards; jobs on shard 0, their SQL on the DB threads (the
+//!   KV ones on the KV pool)
 //! - `shard`: a shard's state and its methods: the `Shard`, push and ack
-//!   lanes, long-poll waiters, its caches. — shards
+//!   lanes, long-poll waiters, its caches, the broker's KV/timers kill
+//!   switches (`shard::kv_switch`). — shards
 //! - `metrics`, `auth`: per-shard counters, the board that sums them, the
 //!   rate sampler's ring, the cached DB snapshot and the JSON / Prometheus
 //!   rendering; JWT checks with the per-shard token cache, and tenancy
 //!   (`DEFAULT_TENANT`). — shards; the JWKS refetch on the `jwks` thread
 //! - `spool`, `error`: the per-shard disk spool, its replay task and the
 //!   maintenance flags; `ApiError` and its one mapping to HTTP. — shards
-//! - `store`, `mesh`: the DB thread group, typed jobs, schema apply, and the
-//!   shards' `DbClient`; the notice fan-out and the peer links. — DB threads
-//!   (`DbClient` on the shards); mesh threads
+//! - `store`, `mesh`: the DB thread group, typed jobs, schema apply, the KV
+//!   pool (`store::kv_pool`: its own connections, closures via
+//!   `DbClient::kv_run`), and the shards' `DbClient`; the notice fan-out and
+//!   the peer links. — DB and KV threads (`DbClient` on the shards); mesh threads
 //! - `config`: the boot configuration, aggregated from the settings each
 //!   module below parses itself; its module doc gives the order. — main
 //! - `env`: the environment reader (`Env`, `ConfigError`, hex decoding),

@@ -543,5 +543,8 @@ fn kv_put_get_incr_list_and_delete() {
         Some(2)
     );
     assert!(ok(port, &["kv", "delete", "ctl", "a/1"]).starts_with("applied"));
-    assert_eq!(ok(port, &["kv", "get", "ctl", "a/1"]).trim_end(), "not found");
+    assert_eq!(
+        ok(port, &["kv", "get", "ctl", "a/1"]).trim_end(),
+        "not found"
+    );
 }
