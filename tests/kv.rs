@@ -96,6 +96,21 @@ fn ops_apply_in_order_with_versions_and_index_aligned_results() {
     assert_eq!(q.status, 400);
     assert_eq!(q.json()["reason"], "kv_no_query_string");
 
+    // queen_kv_ops_total{op}: this broker's ops, the batch and single-key routes
+    let prom = b.get("/metrics/prometheus").text();
+    let count = |op: &str| -> f64 {
+        let head = format!("queen_kv_ops_total{{op=\"{op}\"}} ");
+        prom.lines()
+            .find_map(|l| l.strip_prefix(head.as_str()))
+            .unwrap_or_else(|| panic!("no {head} in the scrape"))
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    assert!(count("put") >= 2.0, "put: {}", count("put"));
+    assert!(count("get") >= 3.0);
+    assert_eq!(count("getPrefix"), 1.0);
+
     // dashboard browser
     let ns = b.get("/api/v1/resources/kv/namespaces").json();
     assert_eq!(ns["namespaces"][0]["namespace"], "app", "{ns}");
@@ -524,4 +539,25 @@ fn a_full_kv_pool_answers_503_at_once_and_queues_still_work() {
         one(&b, json!({"op": "get", "ns": "p", "key": "hot"}))["value"],
         1
     );
+}
+
+#[test]
+fn the_sweep_deletes_expired_keys_and_keeps_live_ones() {
+    let db = Db::fresh();
+    let b = Broker::start(&db);
+    let mut ops: Vec<Value> = (0..20)
+        .map(|i| json!({"op": "put", "ns": "sw", "key": format!("old/{i}"), "value": i, "ttlSeconds": 1}))
+        .collect();
+    ops.push(json!({"op": "put", "ns": "sw", "key": "live", "value": 1, "ttlSeconds": 3600}));
+    ops.push(json!({"op": "put", "ns": "sw", "key": "forever", "value": 1, "forever": true}));
+    kv(&b, Value::Array(ops));
+    assert_eq!(rows(&db), 22);
+    // The sweep runs every 10 s (jobs::kv_sweep::SWEEP_EVERY_MS) on shard 0.
+    check_for(Duration::from_secs(25), || (rows(&db) == 2).then_some(()));
+    let left: Vec<String> = db
+        .query("SELECT key FROM queen.kv ORDER BY key", &[])
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(left, vec!["forever", "live"]);
 }
