@@ -14,8 +14,8 @@
 #   bench/run.sh --runs 5   # more runs
 #   bench/run.sh --no-build # use binaries already built
 #
-# Environment: NUM_WORKERS (2), DB_POOL_SIZE (8; pg-ceiling uses as many
-# connections), BROKER_TARGET_DIR (<repo>/target), BENCH_TARGET_DIR
+# Environment: NUM_WORKERS (2), DB_POOL_SIZE (8), CEILING_CONNS (client
+# counts of the PostgreSQL limit, "2 4 8"), BROKER_TARGET_DIR (<repo>/target), BENCH_TARGET_DIR
 # (/tmp/target-bench), BROKER_BIN (a prebuilt broker, or the test stub
 # /tmp/target-bench/release/examples/stub-broker). Must run as root (PostgreSQL runs as user postgres).
 set -euo pipefail
@@ -43,10 +43,12 @@ WORKERS=${NUM_WORKERS:-2}
 POOL=${DB_POOL_SIZE:-8}
 
 if [ "$QUICK" = 1 ]; then
-    DUR=3; WARM=1; PREFILL=20000; LAT_DUR=3; PG_DUR=3; MODE=quick
+    DUR=3; WARM=1; PREFILL=20000; LAT_DUR=3; PG_DUR=3; MODE=quick; CLAIM_ROWS=300000
 else
-    DUR=10; WARM=2; PREFILL=200000; LAT_DUR=10; PG_DUR=10; MODE=full
+    # Enough ready rows for 11 s of claims at the best rate seen (~60k rows/s).
+    DUR=10; WARM=2; PREFILL=200000; LAT_DUR=10; PG_DUR=10; MODE=full; CLAIM_ROWS=1000000
 fi
+CEILING_CONNS=${CEILING_CONNS:-2 4 8}
 
 source "$BENCH_DIR/lib.sh"
 log() { bench_log "$@"; }
@@ -88,13 +90,20 @@ BROKER_BIN=${BROKER_BIN:-$BROKER_TARGET/release/queen}
 # ---- private PostgreSQL ----
 pg_start
 
-# ---- PostgreSQL ceiling, broker stopped ----
+# ---- PostgreSQL limit, broker stopped ----
+ceiling() {
+    checkpoint
+    "$PGC" --dsn "host=127.0.0.1 port=$PGPORT user=postgres dbname=queen" --duration "$PG_DUR" \
+        --pg-pid "$PGPID" --json "$@" >>"$JSONL" || log "pg-ceiling $* exited $?"
+}
 for r in $(seq 1 "$RUNS"); do
-    for b in 1 10 100; do
-        checkpoint
-        "$PGC" --dsn "host=127.0.0.1 port=$PGPORT user=postgres dbname=queen" --conns "$POOL" \
-            --batch "$b" --duration "$PG_DUR" --pg-pid "$PGPID" --label "run$r" --json >>"$JSONL" \
-            || log "pg-ceiling b$b exited $?"
+    for c in $CEILING_CONNS; do
+        for b in 1 10 100; do
+            ceiling --label "run$r" --conns "$c" --batch "$b"
+        done
+        for m in claim claimack; do
+            ceiling --label "run$r" --conns "$c" --batch 100 --mode "$m" --claim-rows "$CLAIM_ROWS"
+        done
     done
 done
 
@@ -148,7 +157,7 @@ fi
     echo
     echo "- machine: $(nproc) cores, $MODEL, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo) RAM; broker, PostgreSQL and bench share it"
     echo "- PostgreSQL $PGVER: synchronous_commit=on, shared_buffers=4GB, max_connections=200"
-    echo "- broker: \`${BROKER_BIN#$REPO/}\`, NUM_WORKERS=$WORKERS, DB_POOL_SIZE=$POOL; pg-ceiling --conns $POOL"
+    echo "- broker: \`${BROKER_BIN#$REPO/}\`, NUM_WORKERS=$WORKERS, DB_POOL_SIZE=$POOL; pg-ceiling at $CEILING_CONNS connections (best taken)"
     echo "- broker RSS idle after start: $IDLE_RSS MiB; PostgreSQL connections held by the broker at the end: $PG_CONNS"
     echo "- windows: push ${WARM}s warm-up + ${DUR}s, drain $PREFILL pre-filled, latency ${LAT_DUR}s at 1,000 msg/s, pg-ceiling ${PG_DUR}s"
     [ -n "$BROKER_NOTE" ] && echo "- NOTE: $BROKER_NOTE"

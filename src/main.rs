@@ -10,9 +10,10 @@
 //! - `main` (this file): boot, the channels, shutdown order. — main
 //! - `serve`: a shard's start-up and life: builds its `Shard`, spawns its
 //!   drains, metrics sampler, jobs (shard 0) and spool replay, serves HTTP. — shards
-//! - `api`: one file per HTTP endpoint; `api/mod.rs` lists the routes
-//!   (`api/kv/`: the KV's routes and its op validation; `locks`, `kv_switch`
-//!   beside them). — shards
+//! - `api`: one file per HTTP endpoint; `api/mod.rs` lists the routes;
+//!   `api/streams/` the stream queries, cycles and state reads (their SQL in
+//!   `sql/functions/streams.sql`); `api/kv/` the KV's routes and its op
+//!   validation (`locks`, `kv_switch` beside them). — shards
 //! - `dashboard`, `jobs`: the embedded dashboard and its routes; the
 //!   background job schedule (retention, eviction, lease reclaim, stats
 //!   roll-up, cleanup, the KV expiry sweep and the KV/timers switch
@@ -21,7 +22,8 @@
 //! - `shard`: a shard's state and its methods: the `Shard`, push and ack
 //!   lanes, long-poll waiters, its caches, the broker's KV/timers kill
 //!   switches (`shard::kv_switch`). — shards
-//! - `metrics`, `auth`: per-shard counters, the board that sums them, the
+//! - `metrics`, `auth`: per-shard counters (stream cycles and their latency
+//!   histogram among them), the board that sums them, the
 //!   rate sampler's ring, the cached DB snapshot and the JSON / Prometheus
 //!   rendering; JWT checks with the per-shard token cache, and tenancy
 //!   (`DEFAULT_TENANT`). — shards; the JWKS refetch on the `jwks` thread

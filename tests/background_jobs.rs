@@ -90,6 +90,48 @@ fn eviction_deletes_messages_waiting_longer_than_max_wait() {
 }
 
 #[test]
+fn pop_never_delivers_a_message_older_than_max_wait() {
+    // Eviction far away: only pop's own condition can keep the old message out.
+    let db = Db::fresh();
+    let b = Broker::builder(&db)
+        .env("EVICTION_INTERVAL", "600000")
+        .start();
+    b.configure("mw", json!({"maxWaitTimeSeconds": 1}));
+    b.push_n("mw", "p", "old", 2);
+    // Age the two past the limit on the database clock (pop compares with now()).
+    db.exec(
+        "UPDATE queen.messages SET created_at = created_at - interval '5 seconds' \
+         WHERE transaction_id LIKE 'old%'",
+    );
+    db.exec(
+        "UPDATE queen.partition_lookup SET last_message_created_at = \
+         last_message_created_at - interval '5 seconds'",
+    );
+    b.push_n("mw", "p", "new", 1);
+    for path in [
+        "/api/v1/pop/queue/mw?batch=10&consumerGroup=g",
+        "/api/v1/pop/queue/mw/partition/p?batch=10",
+        "/api/v1/pop/queue/mw?batch=10&consumerGroup=c&autopilot=true",
+    ] {
+        let pop = b.pop(path).expect("the fresh message");
+        assert_eq!(txids(&pop), vec!["new0"], "{path}: {pop}");
+    }
+    // The conflation reader too: a partition holding only overdue messages has
+    // nothing to deliver (not even its newest).
+    b.configure("mw2", json!({"maxWaitTimeSeconds": 1}));
+    b.push_n("mw2", "p", "old", 1);
+    db.exec(
+        "UPDATE queen.messages m SET created_at = m.created_at - interval '5 seconds' \
+           FROM queen.partitions pt JOIN queen.queues q ON q.id = pt.queue_id \
+          WHERE pt.id = m.partition_id AND q.name = 'mw2'",
+    );
+    let pop = b.pop("/api/v1/pop/queue/mw2?batch=10&consumerGroup=cf&conflation=true&wait=false");
+    let got = pop.map(|p| txids(&p)).unwrap_or_default();
+    assert!(got.is_empty(), "conflated pop delivered {got:?}");
+    assert_eq!(messages_of(&db, "mw"), 3, "nothing evicted yet");
+}
+
+#[test]
 fn expired_leases_are_reclaimed() {
     let db = Db::fresh();
     let b = fast_jobs(&db).start();

@@ -2,7 +2,7 @@
 //! broker reads is documented, and every variable documented there is read.
 //!
 //! "Read" is found in the source text: a string literal shaped like a variable name
-//! (upper case with at least one `_`) anywhere in `src/`, or any upper-case literal
+//! (upper case with at least one `_`) anywhere in `src/` or `proxy/src/`, or any upper-case literal
 //! passed as the first argument of a call (`env.parse("PORT", ...)` — this catches
 //! names without `_`). Unit-test modules (from `#[cfg(test)]` on) and compile-time
 //! `env!(...)` names are not the broker reading its environment, and are skipped.
@@ -51,10 +51,10 @@ fn literals(text: &str) -> Vec<(String, &str)> {
 
 fn read_by_code() -> BTreeSet<String> {
     let mut files = Vec::new();
-    rust_files(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
-        &mut files,
-    );
+    // The broker and the front proxy (proxy/src) share one configuration section.
+    for dir in ["src", "proxy/src"] {
+        rust_files(&Path::new(env!("CARGO_MANIFEST_DIR")).join(dir), &mut files);
+    }
     let mut names = BTreeSet::new();
     for f in &files {
         for (lit, before) in literals(f) {

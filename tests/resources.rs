@@ -156,7 +156,7 @@ fn delete_queue_cascades_and_a_later_push_starts_fresh() {
     let r = b.delete("/api/v1/resources/queues/shop.orders");
     assert_eq!(
         r.json(),
-        json!({"deleted": false, "queue": "shop.orders", "existed": false})
+        json!({"deleted": true, "queue": "shop.orders", "existed": false})
     );
     // A later push re-creates the queue from scratch: nothing old comes back.
     b.push_n("shop.orders", "p1", "n", 1);

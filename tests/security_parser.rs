@@ -55,6 +55,18 @@ const SEEDS: &[(&str, &str)] = &[
         "/api/v1/locks",
         r#"{"operations":[{"op":"acquire","name":"l","ttlSeconds":5,"owner":"w"},{"op":"renew","name":"l","token":1,"ttlSeconds":5}]}"#,
     ),
+    (
+        "/streams/v1/queries",
+        r#"{"name":"fz","source_queue":"fz","sink_queue":"fz-out","config_hash":"h","reset":false}"#,
+    ),
+    (
+        "/streams/v1/cycle",
+        r#"{"query_id":"00000000-0000-0000-0000-000000000000","partition_id":"p","consumer_group":"g","state_ops":[{"type":"upsert","key":"k","value":{"acc":1}},{"type":"delete","key":"j"}],"push_items":[{"queue":"fz","payload":{"v":1}}],"ack":{"transactionId":"t","leaseId":"00000000-0000-0000-0000-000000000000","status":"completed","count":2},"release_lease":true}"#,
+    ),
+    (
+        "/streams/v1/state/get",
+        r#"{"query_id":"00000000-0000-0000-0000-000000000000","partition_id":"p","keys":["k"],"key_prefix":"k","ripe_at_or_before":1000}"#,
+    ),
 ];
 
 const TOKENS: &[&str] = &[
@@ -195,6 +207,21 @@ const KEYS: &[&str] = &[
     "error",
     "namespace",
     "task",
+    "name",
+    "source_queue",
+    "config_hash",
+    "reset",
+    "query_id",
+    "partition_id",
+    "state_ops",
+    "push_items",
+    "ack",
+    "key",
+    "value",
+    "keys",
+    "key_prefix",
+    "ripe_at_or_before",
+    "release_lease",
 ];
 
 /// A random JSON value, at most `depth` deep, drawn to hit type confusion:

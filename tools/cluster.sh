@@ -11,6 +11,9 @@
 # BASE_PORT (7632), QUEEN_SYNC_SECRET (default: a random one generated at start and kept
 # in <data>/secret), QUEEN_SKIP_BUILD=1. Every other broker variable passes through.
 # PG_HOST set: use that PostgreSQL instead of a private cluster.
+# QUEEN_PROXY=1: also start queen-proxy in front of broker 1 (plaintext on
+# QUEEN_PROXY_PORT, default 6711; control schema queen_proxy in the same PostgreSQL;
+# cluster "local" as the default cluster; a key with every scope printed once).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -19,6 +22,7 @@ case "$DATA_DIR" in /*) ;; *) DATA_DIR="$PWD/$DATA_DIR" ;; esac
 BASE_PORT=${BASE_PORT:-7632}
 PG_PORT_PRIVATE=${QUEEN_PG_PORT:-6544}
 BIN="${CARGO_TARGET_DIR:-$ROOT/target}/release/queen"
+PROXY_BIN="${CARGO_TARGET_DIR:-$ROOT/target}/release/queen-proxy"
 
 die() { echo "cluster.sh: $*" >&2; exit 1; }
 say() { echo "cluster.sh: $*"; }
@@ -31,8 +35,8 @@ start() {
     [[ "$n" =~ ^[0-9]+$ && "$n" -ge 1 ]] || die "N must be a positive number"
     mkdir -p "$DATA_DIR"
     if [[ "${QUEEN_SKIP_BUILD:-0}" != 1 ]]; then
-        say "building the broker (cargo build --release)"
-        (cd "$ROOT" && cargo build --release)
+        say "building the broker and the proxy (cargo build --release --workspace --bins)"
+        (cd "$ROOT" && cargo build --release --workspace --bins)
     fi
     [[ -x "$BIN" ]] || die "$BIN not found; did the build succeed?"
     if [[ -z "${PG_HOST+set}" ]]; then
@@ -65,11 +69,33 @@ start() {
         say "broker $i: http://127.0.0.1:$(http_port "$i")  mesh 127.0.0.1:$(mesh_port "$i")  pid $!  log $DATA_DIR/broker-$i.log"
     done
     say "shared state: curl -s http://127.0.0.1:$(http_port 1)/api/v1/system/shared-state"
+    if [[ "${QUEEN_PROXY:-0}" == 1 ]]; then start_proxy; fi
+}
+
+# queen-proxy in front of broker 1, its control schema in the same PostgreSQL.
+start_proxy() {
+    [[ -x "$PROXY_BIN" ]] || die "$PROXY_BIN not found; did the build succeed?"
+    export PXDB_HOST=$PG_HOST PXDB_PORT=${PG_PORT:-5432} PXDB_USER=${PG_USER:-postgres} \
+        PXDB_PASSWORD=${PG_PASSWORD:-} PXDB_DB=${PG_DB:-postgres}
+    local port=${QUEEN_PROXY_PORT:-6711}
+    if [[ -f "$DATA_DIR/proxy.pid" ]] && kill -0 "$(cat "$DATA_DIR/proxy.pid")" 2>/dev/null; then
+        say "proxy already running (pid $(cat "$DATA_DIR/proxy.pid"))"
+        return
+    fi
+    # A second start finds the cluster there already; that is fine.
+    "$PROXY_BIN" admin bootstrap --tenant local --cluster local \
+        --broker-url "http://127.0.0.1:$(http_port 1)" ${QUEEN_PROXY_CELL_TOKEN:+--broker-token "$QUEEN_PROXY_CELL_TOKEN"} \
+        > "$DATA_DIR/proxy-bootstrap.json" || true
+    say "proxy API key (shown once): $("$PROXY_BIN" admin issue-key --cluster local --scopes produce,consume,read,admin)"
+    QUEEN_PROXY_BIND_ADDR=127.0.0.1 QUEEN_PROXY_PORT=$port QUEEN_PROXY_DEFAULT_CLUSTER=local \
+        nohup "$PROXY_BIN" > "$DATA_DIR/proxy.log" 2>&1 &
+    echo $! > "$DATA_DIR/proxy.pid"
+    say "proxy: http://127.0.0.1:$port  pid $!  log $DATA_DIR/proxy.log"
 }
 
 stop() {
     local f pid
-    for f in "$DATA_DIR"/broker-*.pid; do
+    for f in "$DATA_DIR"/broker-*.pid "$DATA_DIR"/proxy.pid; do
         [[ -e "$f" ]] || continue
         pid=$(cat "$f")
         if kill -0 "$pid" 2>/dev/null; then
@@ -101,5 +127,5 @@ case "${1:-}" in
     start) shift; start "$@" ;;
     stop) stop ;;
     status) status ;;
-    *) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+    *) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

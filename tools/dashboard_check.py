@@ -246,6 +246,7 @@ def main():
             view(b, "queue-detail", "queues/orders", "h2")
         view(b, "groups", "groups", "table, .na")
         view(b, "messages", "messages", "table, .na")
+        view(b, "streams", "streams", "table, .na")
         view(b, "mesh", "mesh", "pre, .na")
 
         # DLQ retry.

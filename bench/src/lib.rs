@@ -2,6 +2,7 @@
 //!
 //! # Layout
 //! - `args`: the tiny `--flag value` parser both binaries use.
+//! - `claim`: the SKIP LOCKED claim limit `pg-ceiling --mode claim|claimack` measures.
 //! - `summarize`: JSON lines of a suite → markdown table of medians/ratios.
 //! - `http`, `payload`, `procstat`, `report`, `scenario`: re-exported from
 //!   `queen-loadgen` (`../loadgen`), which `queenctl bench` shares; see its
@@ -12,6 +13,7 @@
 #![warn(missing_docs, missing_debug_implementations)]
 
 pub mod args;
+pub mod claim;
 pub mod summarize;
 
 pub use queen_loadgen::{http, payload, procstat, report, scenario};

@@ -131,7 +131,11 @@ fn latency_measures_push_to_pop_for_messages_in_the_window() {
     );
     let v = r.verify.clone().unwrap();
     assert!(v.ok, "{v:?}");
-    assert!((300..=500).contains(&v.expected), "offered ~400 in 1 s, got {}", v.expected);
+    assert!(
+        (300..=500).contains(&v.expected),
+        "offered ~400 in 1 s, got {}",
+        v.expected
+    );
     let e = r.e2e_latency.clone().unwrap();
     assert_eq!(e.count, v.expected);
     assert!(e.p50_ms > 0.0 && e.p50_ms < 100.0, "{e:?}");
@@ -141,7 +145,10 @@ fn latency_measures_push_to_pop_for_messages_in_the_window() {
 #[test]
 fn dead_broker_is_counted_as_transport_errors() {
     // Bind then drop: nothing listens on this port.
-    let addr = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let addr = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
     let c = ctx(Target::parse(&format!("http://{addr}")).unwrap());
     let r = push::run(
         &c,

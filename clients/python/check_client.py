@@ -32,6 +32,7 @@ try:
     from queen import Queen
 
     from check_kv import KV_CHECKS
+    from check_streams import check_streams
 except Exception as exc:  # pragma: no cover - environment problem
     print(f"FAIL import: cannot import the queen-mq client: {exc!r}")
     print("0 passed, 1 failed")
@@ -446,6 +447,7 @@ CHECKS: List[Callable[[Ctx], Awaitable[str]]] = [
     check_admin_calls,
     check_conflation_autopilot,
     *KV_CHECKS,
+    check_streams,
 ]
 
 

@@ -221,6 +221,23 @@ async function system(el) {
   });
 }
 
+// Stream queries (GET /streams/v1/queries): each query's pipeline queues, the
+// source partitions it has committed cycles for, its state rows and last cycle.
+async function streams(el) {
+  const box = h('div');
+  el.replaceChildren(h('h1', {}, 'Streams'), box);
+  await section(box, 'Stream queries', async () => {
+    const r = await get('/streams/v1/queries');
+    return table([{ t: 'Query' }, { t: 'Source' }, { t: 'Sink' }, { t: 'Partitions', num: 1 },
+      { t: 'State rows', num: 1 }, { t: 'Cycles', num: 1 }, { t: 'Last cycle' }, { t: 'Config hash' }],
+    (r.queries || []).map(q => h('tr', {}, td(q.name),
+      h('td', {}, h('a', { href: '#/queues/' + enc(q.source_queue) }, q.source_queue)),
+      q.sink_queue ? h('td', {}, h('a', { href: '#/queues/' + enc(q.sink_queue) }, q.sink_queue)) : td(null),
+      td(q.partitions, 1), td(fmt(q.state_rows), 1), td(fmt(q.cycles), 1), td(q.last_cycle_at),
+      h('td', {}, h('code', {}, String(q.config_hash || '').slice(0, 12))))));
+  });
+}
+
 async function mesh(el) {
   const box = h('div');
   el.replaceChildren(h('h1', {}, 'Mesh peers'), box);
@@ -261,4 +278,4 @@ async function kv(el, args) {
   catch (e) { if (e instanceof NotAvailable) keys.replaceChildren(na('KV keys', e)); else throw e; }
 }
 
-export const views = { overview, queues, groups, dlq, messages, system, mesh, kv };
+export const views = { overview, queues, groups, dlq, messages, system, streams, mesh, kv };

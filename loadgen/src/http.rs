@@ -67,14 +67,21 @@ pub struct Target {
     pub addr: SocketAddr,
     /// Value of the `Host` header.
     pub host: String,
+    /// Bearer token sent on every request (`http://TOKEN@host:port`, as a
+    /// run through queen-proxy with an API key needs).
+    pub bearer: Option<String>,
 }
 
 impl Target {
-    /// Parses `http://host[:port][/]`; only plain HTTP is supported.
+    /// Parses `http://[TOKEN@]host[:port][/]`; only plain HTTP is supported.
     pub fn parse(url: &str) -> Result<Target, String> {
         let rest = url
             .strip_prefix("http://")
             .ok_or_else(|| format!("only http:// URLs are supported: {url}"))?;
+        let (bearer, rest) = match rest.split_once('@') {
+            Some((token, hostport)) => (Some(token.to_string()), hostport),
+            None => (None, rest),
+        };
         let host = rest.trim_end_matches('/').to_string();
         let with_port = if host.contains(':') {
             host.clone()
@@ -86,7 +93,7 @@ impl Target {
             .map_err(|e| format!("resolve {with_port}: {e}"))?
             .next()
             .ok_or_else(|| format!("resolve {with_port}: no address"))?;
-        Ok(Target { addr, host })
+        Ok(Target { addr, host, bearer })
     }
 }
 
@@ -190,6 +197,9 @@ impl Client {
             "{method} {path} HTTP/1.1\r\nHost: {}\r\n",
             self.target.host
         );
+        if let Some(token) = &self.target.bearer {
+            let _ = write!(self.wbuf, "Authorization: Bearer {token}\r\n");
+        }
         if let Some(b) = body {
             let _ = write!(
                 self.wbuf,
@@ -393,6 +403,16 @@ mod tests {
             }
         });
         Target::parse(&format!("http://{addr}")).unwrap()
+    }
+
+    #[test]
+    fn userinfo_of_the_url_is_the_bearer_token() {
+        let t = Target::parse("http://qk_live_abc@127.0.0.1:6711/").unwrap();
+        assert_eq!(
+            (t.host.as_str(), t.bearer.as_deref()),
+            ("127.0.0.1:6711", Some("qk_live_abc"))
+        );
+        assert_eq!(Target::parse("http://127.0.0.1:1").unwrap().bearer, None);
     }
 
     #[test]

@@ -12,6 +12,7 @@
 //! `chunked` (alone) is a 400; trailers after the last chunk are read and
 //! dropped.
 
+pub mod client;
 mod codec;
 mod request;
 mod response;

@@ -184,6 +184,7 @@ BEGIN
           FROM ((SELECT * FROM queen.messages mm
                   WHERE v_conflate AND mm.partition_id = c.partition_id
                     AND (mm.created_at, mm.id) > (v_cur_ts, v_cur_id)
+                    AND mm.created_at >= queen.pop_oldest_deliverable(c.qid, v_now)
                     AND (c.delayed_processing <= 0
                          OR mm.created_at <= v_now - c.delayed_processing * interval '1 second')
                   ORDER BY mm.created_at DESC, mm.id DESC
@@ -192,6 +193,7 @@ BEGIN
                 (SELECT * FROM queen.messages mm
                   WHERE NOT v_conflate AND mm.partition_id = c.partition_id
                     AND (mm.created_at, mm.id) > (v_cur_ts, v_cur_id)
+                    AND mm.created_at >= queen.pop_oldest_deliverable(c.qid, v_now)
                     AND (c.delayed_processing <= 0
                          OR mm.created_at <= v_now - c.delayed_processing * interval '1 second')
                   ORDER BY mm.created_at, mm.id

@@ -18,6 +18,21 @@
 -- cached plans per session, as they did inline.
 -- ---------------------------------------------------------------------------
 
+-- The oldest created_at a pop may still deliver from queue p_qid at p_now: a
+-- message older than the queue's maxWaitTimeSeconds is never delivered (issue 15),
+-- even before the eviction job removes it (sql/functions/jobs.sql,
+-- 'max_wait_time_eviction'). Read once per claimed candidate (one primary-key
+-- probe); the readers compare it as a plain lower bound on created_at, so the
+-- message scan stays a range of messages_partition_pos_idx.
+CREATE OR REPLACE FUNCTION queen.pop_oldest_deliverable(p_qid uuid, p_now timestamptz)
+RETURNS timestamptz
+LANGUAGE sql STABLE AS $$
+    SELECT coalesce((SELECT p_now - q.max_wait_time_seconds * interval '1 second'
+                       FROM queen.queues q
+                      WHERE q.id = p_qid AND q.max_wait_time_seconds > 0),
+                    '-infinity'::timestamptz)
+$$;
+
 -- The partitions a pop of p_group may claim in the queues p_qids (only
 -- p_part, when given), best first, at most p_limit: no live lease, something
 -- after the group's position (from partition_lookup, no message scan), window
@@ -345,6 +360,7 @@ BEGIN
           FROM (SELECT * FROM queen.messages mm
                  WHERE mm.partition_id = c.partition_id
                    AND (mm.created_at, mm.id) > (v_cur_ts, v_cur_id)
+                   AND mm.created_at >= queen.pop_oldest_deliverable(c.qid, v_now)
                    AND (c.delayed_processing <= 0
                         OR mm.created_at <= v_now - c.delayed_processing * interval '1 second')
                  ORDER BY mm.created_at, mm.id

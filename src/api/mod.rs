@@ -30,6 +30,7 @@ mod resources;
 mod seal;
 mod shared_state;
 mod status;
+mod streams;
 mod traces;
 mod txn;
 
@@ -201,6 +202,11 @@ async fn route(shard: &Rc<Shard>, mut req: Request) -> Result<Response, ApiError
         (Get, ["api", "v1", "traces", "names"]) => traces::names(shard, &req).await,
         (Get, ["api", "v1", "traces", "by-name", n]) => traces::by_name(shard, &req, n).await,
         (Get, ["api", "v1", "traces", p, t]) => traces::by_message(shard, &req, p, t).await,
+        // streams (§19)
+        (Post, ["streams", "v1", "queries"]) => streams::queries::register(shard, &req).await,
+        (Get, ["streams", "v1", "queries"]) => streams::queries::list(shard, &req).await,
+        (Post, ["streams", "v1", "cycle"]) => streams::cycle::handle(shard, &req).await,
+        (Post, ["streams", "v1", "state", "get"]) => streams::state::get(shard, &req).await,
         (_, path) if known_path(path) => Err(ApiError::MethodNotAllowed),
         (Get, path) if crate::dashboard::claims(path) => {
             crate::dashboard::handle(shard, path).await
@@ -282,5 +288,7 @@ fn known_path(s: &[&str]) -> bool {
             | ["api", "v1", "traces"]
             | ["api", "v1", "traces", "names"]
             | ["api", "v1", "traces", _, _]
+            | ["streams", "v1", "queries" | "cycle"]
+            | ["streams", "v1", "state", "get"]
     )
 }

@@ -85,8 +85,11 @@ pub async fn delete_queue(
             queue: queue.to_string(),
         });
     }
+    // The delete is idempotent (issue 15): a queue that was not there is
+    // deleted too; `existed` says whether there was one (the JS client's
+    // `delete()` checks `deleted === true`).
     Ok(ok_json(
-        &json!({"deleted": existed, "queue": queue, "existed": existed}),
+        &json!({"deleted": true, "queue": queue, "existed": existed}),
     ))
 }
 

@@ -120,6 +120,10 @@ mod tests {
         assert_eq!(lv(Post, "/api/v1/ack"), ReadWrite);
         assert_eq!(lv(Post, "/api/v1/configure"), ReadWrite);
         assert_eq!(lv(Post, "/api/v1/resources/kv/list"), ReadOnly);
+        assert_eq!(lv(Post, "/streams/v1/queries"), ReadWrite);
+        assert_eq!(lv(Post, "/streams/v1/cycle"), ReadWrite);
+        assert_eq!(lv(Post, "/streams/v1/state/get"), ReadOnly);
+        assert_eq!(lv(Get, "/streams/v1/queries"), ReadOnly);
         assert_eq!(lv(Post, "/api/v1/new-thing"), ReadWrite);
         assert_eq!(lv(Get, "/api/v1/new-thing"), ReadOnly);
     }

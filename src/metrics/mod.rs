@@ -35,6 +35,7 @@ pub mod process;
 pub mod prom;
 pub mod queues;
 pub mod scrape;
+pub mod streams;
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -113,6 +114,8 @@ pub struct ShardStats {
     pub sampled_ms: AtomicU64,
     /// This shard's active queues, published by its sampler.
     pub queues: queues::Slot,
+    /// Stream cycles answered and their latency (`crate::api::streams`).
+    pub streams: streams::CycleStats,
 }
 
 /// The KV op names, in the order of `ShardStats::kv_ops` (and of the API's

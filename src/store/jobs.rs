@@ -101,6 +101,14 @@ pub enum Proc {
     StatusView,
     /// `queen.status_queue`: one queue's status detail, partitions paged (sql/functions/status.sql).
     StatusQueue,
+    /// `queen.streams_register`: register or find a stream query (§19).
+    StreamsRegister,
+    /// `queen.streams_cycle`: a stream cycle's state ops, sink pushes and ack in one transaction (§19).
+    StreamsCycle,
+    /// `queen.streams_state_get`: a stream partition's state rows (§19).
+    StreamsStateGet,
+    /// `queen.streams_overview`: the stream queries with partitions, state rows and last cycle (dashboard).
+    StreamsOverview,
     /// `queen.cleanup`: one bounded round of inactive-partition and old-metrics cleanup (sql/functions/cleanup.sql).
     Cleanup,
 }
@@ -153,6 +161,10 @@ impl Proc {
             Proc::StatusView => "SELECT queen.status_view($1::jsonb)",
             Proc::StatusQueue => "SELECT queen.status_queue($1::jsonb)",
             Proc::Cleanup => "SELECT queen.cleanup($1::jsonb)",
+            Proc::StreamsRegister => "SELECT queen.streams_register($1::jsonb)",
+            Proc::StreamsCycle => "SELECT queen.streams_cycle($1::jsonb)",
+            Proc::StreamsStateGet => "SELECT queen.streams_state_get($1::jsonb)",
+            Proc::StreamsOverview => "SELECT queen.streams_overview($1::jsonb)",
         }
     }
 }

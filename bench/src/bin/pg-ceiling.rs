@@ -13,15 +13,20 @@
 //! transaction_id)`, index `(partition_id, created_at, id)`. The table lives
 //! in a scratch schema that is dropped and recreated per run (and dropped
 //! at the end unless `--keep`); nothing else is touched.
+//!
+//! `--mode claim|claimack` measures the pop side instead (`queen_bench::claim`):
+//! `--claim-rows` ready rows pre-loaded, each client claiming `--batch` per
+//! commit (and acking them in a second commit for `claimack`).
 
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use postgres::{Client, NoTls};
 use queen_bench::args::Args;
+use queen_bench::claim::{self, Claim};
 use queen_bench::payload::{write_payload, Rng};
 use queen_bench::procstat::Watch;
 use queen_bench::report::{Errors, Lat};
@@ -31,12 +36,13 @@ const USAGE: &str = "\
 usage: pg-ceiling [--dsn 'host=127.0.0.1 port=5432 user=postgres dbname=postgres']
        [--conns 8] [--batch 100] [--duration 10] [--warmup 1] [--partitions 100]
        [--payload-bytes 100] [--form unnest|values] [--schema queen_bench_ceiling]
-       [--pg-pid PID] [--label TEXT] [--json] [--keep]";
+       [--pg-pid PID] [--label TEXT] [--json] [--keep]
+       [--mode insert|claim|claimack] [--claim-rows 1000000]";
 
-/// Phase values shared with the client threads.
+/// Phase values shared with the client threads (MEASURE and STOP are the
+/// claim loop's too).
 const WARMUP: u8 = 0;
-const MEASURE: u8 = 1;
-const STOP: u8 = 2;
+use queen_bench::claim::{MEASURE, STOP};
 
 /// How one INSERT carries its rows.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -147,7 +153,8 @@ fn client_loop(o: &Opts, id: usize, parts: &[Uuid], phase: &AtomicU8) -> ClientS
         let r = match o.form {
             Form::Unnest => c.execute(&stmt, &[&ids, &txids, &pids, &payloads]),
             Form::Values => {
-                let mut params: Vec<&(dyn postgres::types::ToSql + Sync)> = Vec::with_capacity(o.batch * 4);
+                let mut params: Vec<&(dyn postgres::types::ToSql + Sync)> =
+                    Vec::with_capacity(o.batch * 4);
                 for i in 0..o.batch {
                     params.extend_from_slice(&[&ids[i], &txids[i], &pids[i], &payloads[i]]);
                 }
@@ -186,9 +193,26 @@ fn run(words: &[String]) -> Result<ExitCode, String> {
         "values" => Form::Values,
         other => return Err(format!("--form {other}: expected unnest or values")),
     };
+    let mode = match a.get("mode", "insert".to_string()).map_err(s)?.as_str() {
+        "insert" => None,
+        "claim" => Some(Claim::Claim),
+        "claimack" => Some(Claim::ClaimAck),
+        other => {
+            return Err(format!(
+                "--mode {other}: expected insert, claim or claimack"
+            ))
+        }
+    };
+    let claim_rows: u64 = a
+        .get("claim-rows", 1_000_000u64)
+        .map_err(s)?
+        .clamp(1, 10_000_000);
     let o = Opts {
         dsn: a
-            .get("dsn", "host=127.0.0.1 port=5432 user=postgres dbname=postgres".to_string())
+            .get(
+                "dsn",
+                "host=127.0.0.1 port=5432 user=postgres dbname=postgres".to_string(),
+            )
             .map_err(s)?,
         conns: a.get("conns", 8usize).map_err(s)?.max(1),
         batch: a.get("batch", 100usize).map_err(s)?.clamp(1, 10_000),
@@ -197,9 +221,15 @@ fn run(words: &[String]) -> Result<ExitCode, String> {
         partitions: a.get("partitions", 100usize).map_err(s)?.max(1),
         payload_bytes: a.get("payload-bytes", 100usize).map_err(s)?,
         form,
-        schema: a.get("schema", "queen_bench_ceiling".to_string()).map_err(s)?,
+        schema: a
+            .get("schema", "queen_bench_ceiling".to_string())
+            .map_err(s)?,
     };
-    if !o.schema.chars().all(|c| c.is_ascii_lowercase() || c == '_' || c.is_ascii_digit()) {
+    if !o
+        .schema
+        .chars()
+        .all(|c| c.is_ascii_lowercase() || c == '_' || c.is_ascii_digit())
+    {
         return Err(format!("--schema {:?}: use [a-z0-9_]", o.schema));
     }
     let pg_pid: Option<u32> = a.get_opt("pg-pid").map_err(s)?;
@@ -207,7 +237,11 @@ fn run(words: &[String]) -> Result<ExitCode, String> {
     let (json, keep) = (a.switch("json"), a.switch("keep"));
     a.finish().map_err(|e| e.to_string())?;
 
-    setup(&o).map_err(|e| format!("setup: {e}"))?;
+    match mode {
+        None => setup(&o),
+        Some(_) => claim::setup(&o.dsn, &o.schema, claim_rows, o.partitions, o.payload_bytes),
+    }
+    .map_err(|e| format!("setup: {e}"))?;
     let mut admin = Client::connect(&o.dsn, NoTls).map_err(|e| format!("connect: {e}"))?;
     let settings = serde_json::json!({
         "synchronous_commit": setting(&mut admin, "synchronous_commit"),
@@ -219,10 +253,23 @@ fn run(words: &[String]) -> Result<ExitCode, String> {
 
     let parts: Arc<Vec<Uuid>> = Arc::new((0..o.partitions).map(|_| Uuid::new_v4()).collect());
     let phase = Arc::new(AtomicU8::new(WARMUP));
+    let exhausted = Arc::new(AtomicBool::new(false));
     let threads: Vec<_> = (0..o.conns)
         .map(|i| {
-            let (o, parts, phase) = (o.clone(), parts.clone(), phase.clone());
-            thread::spawn(move || client_loop(&o, i, &parts, &phase))
+            let (o, parts, phase, exhausted) =
+                (o.clone(), parts.clone(), phase.clone(), exhausted.clone());
+            thread::spawn(move || match mode {
+                None => client_loop(&o, i, &parts, &phase),
+                Some(m) => {
+                    let st = claim::client_loop(&o.dsn, &o.schema, m, o.batch, &phase, &exhausted);
+                    ClientStats {
+                        lat: st.lat,
+                        rows: st.rows,
+                        commits: st.commits,
+                        errors: st.errors,
+                    }
+                }
+            })
         })
         .collect();
     thread::sleep(o.warmup);
@@ -246,14 +293,26 @@ fn run(words: &[String]) -> Result<ExitCode, String> {
         let _ = admin.batch_execute(&format!("DROP SCHEMA IF EXISTS {} CASCADE", o.schema));
     }
     let lat = total.lat.summary();
-    let form_name = if o.form == Form::Unnest { "unnest" } else { "values" };
+    let form_name = if o.form == Form::Unnest {
+        "unnest"
+    } else {
+        "values"
+    };
+    let (scenario, what) = mode.map_or(("pg-insert", "INSERT"), Claim::names);
+    let exhausted = exhausted.load(Ordering::Acquire);
+    let form_label = if mode.is_none() {
+        format!(" ({form_name})")
+    } else {
+        String::new()
+    };
     let line = serde_json::json!({
-        "scenario": "pg-insert",
-        "key": format!("INSERT b{} c{}", o.batch, o.conns),
+        "scenario": scenario,
+        "key": format!("{what} b{} c{}", o.batch, o.conns),
+        "exhausted": exhausted,
         "label": label,
         "params": { "batch": o.batch, "conns": o.conns, "partitions": o.partitions,
                     "duration_s": o.duration.as_secs_f64(), "payload_bytes": o.payload_bytes,
-                    "form": form_name },
+                    "form": form_name, "claim_rows": mode.map(|_| claim_rows) },
         "duration_s": secs,
         "rows": total.rows,
         "rows_per_s": total.rows as f64 / secs,
@@ -267,7 +326,7 @@ fn run(words: &[String]) -> Result<ExitCode, String> {
         "settings": settings,
     });
     eprintln!(
-        "INSERT b{} c{} ({form_name}) {:>10.0} rows/s {:>8.0} commits/s  commit p50 {:.2} p99 {:.2} max {:.2} ms  cpu%: pg {} client {:.0}  errors {}",
+        "{what} b{} c{}{form_label} {:>10.0} rows/s {:>8.0} commits/s  commit p50 {:.2} p99 {:.2} max {:.2} ms  cpu%: pg {} client {:.0}  errors {}",
         o.batch,
         o.conns,
         total.rows as f64 / secs,
@@ -279,6 +338,9 @@ fn run(words: &[String]) -> Result<ExitCode, String> {
         proc.bench_cpu_pct,
         total.errors.total()
     );
+    if exhausted {
+        eprintln!("  EXHAUSTED: the pre-loaded rows ran out inside the window; raise --claim-rows");
+    }
     for s in &total.errors.samples {
         eprintln!("  error: {s}");
     }

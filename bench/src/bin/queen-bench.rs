@@ -31,14 +31,24 @@ summarize: --input results.jsonl   (markdown table of medians and ratios)
 Exit status: 0 ok, 1 usage or setup error, 3 the run lost messages.";
 
 /// Words that select what to run.
-const SCENARIOS: [&str; 7] = ["push", "drain", "latency", "summarize", "help", "--help", "-h"];
+const SCENARIOS: [&str; 7] = [
+    "push",
+    "drain",
+    "latency",
+    "summarize",
+    "help",
+    "--help",
+    "-h",
+];
 
 fn secs(a: &Args, name: &str, default: f64) -> Result<Duration, ArgError> {
     Ok(Duration::from_secs_f64(a.get(name, default)?.max(0.0)))
 }
 
 fn ctx(a: &Args) -> Result<Ctx, String> {
-    let url = a.get("url", "http://127.0.0.1:6632".to_string()).map_err(|e| e.to_string())?;
+    let url = a
+        .get("url", "http://127.0.0.1:6632".to_string())
+        .map_err(|e| e.to_string())?;
     Ok(Ctx {
         target: Target::parse(&url)?,
         watch: Watch {
@@ -46,7 +56,9 @@ fn ctx(a: &Args) -> Result<Ctx, String> {
             pg_pid: a.get_opt("pg-pid").map_err(|e| e.to_string())?,
         },
         label: a.get("label", String::new()).map_err(|e| e.to_string())?,
-        queue_prefix: a.get("queue-prefix", "bench".to_string()).map_err(|e| e.to_string())?,
+        queue_prefix: a
+            .get("queue-prefix", "bench".to_string())
+            .map_err(|e| e.to_string())?,
         group: a.get_str("consumer-group"),
         queue_options: match a.get_str("queue-options") {
             None => serde_json::json!({}),
@@ -110,7 +122,12 @@ fn run(words: &[String]) -> Result<ExitCode, String> {
         .position(|w| SCENARIOS.contains(&w.as_str()))
         .ok_or(USAGE)?;
     let cmd = &words[at];
-    let rest: Vec<String> = words.iter().enumerate().filter(|(i, _)| *i != at).map(|(_, w)| w.clone()).collect();
+    let rest: Vec<String> = words
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != at)
+        .map(|(_, w)| w.clone())
+        .collect();
     let a = Args::parse(&rest).map_err(|e| e.to_string())?;
     if cmd == "summarize" {
         let path = a.get_str("input").ok_or("summarize needs --input FILE")?;
@@ -149,7 +166,11 @@ fn run(words: &[String]) -> Result<ExitCode, String> {
         println!("{}", report.json_line());
     }
     let lost = report.verify.as_ref().is_some_and(|v| !v.ok);
-    Ok(if lost { ExitCode::from(3) } else { ExitCode::SUCCESS })
+    Ok(if lost {
+        ExitCode::from(3)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 fn main() -> ExitCode {

@@ -65,7 +65,11 @@ fn serve(mut s: TcpStream, shared: &Shared) {
         let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
         let len = head
             .lines()
-            .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse::<usize>().unwrap()))
+            .find_map(|l| {
+                l.to_ascii_lowercase()
+                    .strip_prefix("content-length:")
+                    .map(|v| v.trim().parse::<usize>().unwrap())
+            })
             .unwrap_or(0);
         while buf.len() < head_end + len {
             match s.read(&mut chunk) {
@@ -99,7 +103,10 @@ fn handle(method: &str, target: &str, body: &[u8], shared: &Shared) -> (u16, Opt
     };
     let (lock, cv) = &**shared;
     match (method, path) {
-        ("GET", "/health") => (200, Some(json!({"status": "healthy", "database": "connected"}))),
+        ("GET", "/health") => (
+            200,
+            Some(json!({"status": "healthy", "database": "connected"})),
+        ),
         ("POST", "/api/v1/configure") => (200, Some(json!({"configured": true}))),
         ("POST", "/api/v1/push") => {
             let v: Value = serde_json::from_slice(body).unwrap();
@@ -145,7 +152,11 @@ fn handle(method: &str, target: &str, body: &[u8], shared: &Shared) -> (u16, Opt
                 return (204, None);
             }
             st.next_lease += 1;
-            let lease = if auto { String::new() } else { format!("lease-{}", st.next_lease) };
+            let lease = if auto {
+                String::new()
+            } else {
+                format!("lease-{}", st.next_lease)
+            };
             let msgs: Vec<Value> = taken
                 .iter()
                 .map(|m| json!({"transactionId": m.txid, "partitionId": m.partition_id, "leaseId": lease, "data": m.data}))
@@ -155,7 +166,10 @@ fn handle(method: &str, target: &str, body: &[u8], shared: &Shared) -> (u16, Opt
                     st.leased.insert((lease.clone(), m.txid.clone()), m);
                 }
             }
-            (200, Some(json!({"success": true, "leaseId": lease, "messages": msgs})))
+            (
+                200,
+                Some(json!({"success": true, "leaseId": lease, "messages": msgs})),
+            )
         }
         ("POST", "/api/v1/ack/batch") => {
             let v: Value = serde_json::from_slice(body).unwrap();
@@ -176,4 +190,3 @@ fn handle(method: &str, target: &str, body: &[u8], shared: &Shared) -> (u16, Opt
         _ => (404, Some(json!({"error": "Not found"}))),
     }
 }
-

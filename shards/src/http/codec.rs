@@ -70,7 +70,7 @@ enum State {
 
 /// Body framing of the current request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Framing {
+pub(super) enum Framing {
     /// Exactly this many bytes.
     Length(usize),
     /// Expecting a chunk-size line.
@@ -253,7 +253,7 @@ fn body_framing(headers: &[(String, String)], max_body: usize) -> Result<Framing
 
 /// HTTP/1.1 persists unless `Connection: close`; HTTP/1.0 only with
 /// `Connection: keep-alive`.
-fn keep_alive(headers: &[(String, String)], version: u8) -> bool {
+pub(super) fn keep_alive(headers: &[(String, String)], version: u8) -> bool {
     let has = |token: &str| {
         headers.iter().any(|(n, v)| {
             n == "connection" && v.split(',').any(|t| t.trim().eq_ignore_ascii_case(token))
@@ -267,7 +267,8 @@ fn keep_alive(headers: &[(String, String)], version: u8) -> bool {
 }
 
 /// Moves body bytes from `buf` into `body`; true once the body is whole.
-fn decode_body(
+/// The response decoder (`client.rs`) shares it.
+pub(super) fn decode_body(
     buf: &mut Vec<u8>,
     body: &mut Vec<u8>,
     framing: &mut Framing,
