@@ -407,6 +407,14 @@ fn kill_switch_answers_503_on_both_brokers_and_on_again_works() {
     });
     assert!(off.elapsed() < Duration::from_millis(1500));
     assert_eq!(b.get("/api/v1/kv/k/x").status, 503);
+    // the KV riders of a transaction and the locks are off too
+    let t = b.post_json(
+        "/api/v1/transaction",
+        &json!({"operations": [], "kv": [{"op": "get", "ns": "k", "key": "x"}]}),
+    );
+    assert_eq!(t.status, 503, "{}", t.text());
+    let l = b.post_json("/api/v1/locks", &json!([{"op": "get", "name": "x"}]));
+    assert_eq!(l.json()["error"], "kv_unavailable");
     b.post_json("/api/v1/system/kv-timers", &json!({"kvEnabled": true}));
     check_for(Duration::from_secs(1), || {
         (0..4)
