@@ -129,8 +129,6 @@ impl fmt::Display for ApiError {
 }
 
 impl ApiError {
-    // Used by the KV and timer endpoints that build on this pool.
-    #[allow(dead_code)]
     /// 503 `kv_unavailable` (with `Retry-After`): the KV pool is full or
     /// PostgreSQL unreachable (`reason: kv_pool`), or the KV/timers are
     /// switched off at runtime (`reason: kv_disabled`).
@@ -143,7 +141,6 @@ impl ApiError {
         }
     }
 
-    #[allow(dead_code)]
     /// The KV family's answer to a store failure: a full pool or a lost
     /// database is 503 `kv_unavailable`, anything else 500 `kv_error` (the
     /// text is `classify`'s: our own RAISE texts or an incident number).

@@ -14,15 +14,18 @@
 //!   (timers: `api/timers.rs`, their op validation `api/timers_ops.rs`);
 //!   `api/streams/` the stream queries, cycles and state reads (their SQL in
 //!   `sql/functions/streams.sql`); `api/ephemeral/` the ephemeral routes
-//!   and their forwarding to the owning broker. — shards
+//!   and their forwarding to the owning broker; `api/kv/` the KV's routes
+//!   and its op validation (`locks`, `kv_switch` beside them). — shards
 //! - `dashboard`, `jobs`: the embedded dashboard and its routes; the
 //!   background job schedule (retention, eviction, lease reclaim, stats
-//!   roll-up, cleanup, the timer firing job `jobs/timers.rs`). — shards; jobs
-//!   on shard 0, their SQL on the DB threads (timers' on the KV pool)
+//!   roll-up, cleanup, the timer firing job `jobs/timers.rs`, the KV expiry
+//!   sweep and the KV/timers switch recheck). — shards; jobs on shard 0,
+//!   their SQL on the DB threads (the KV and timer ones on the KV pool)
 //! - `shard`: a shard's state and its methods: the `Shard`, push and ack
 //!   lanes, long-poll waiters, its caches; `shard::ephemeral`, the
 //!   ephemeral (RAM-only) queues' rings of the partitions the shard owns,
-//!   their hand-over between shards and their sweep. — shards
+//!   their hand-over between shards and their sweep; the broker's KV/timers
+//!   kill switches (`shard::kv_switch`). — shards
 //! - `metrics`, `auth`: per-shard counters (stream cycles and their latency
 //!   histogram among them), the board that sums them, the
 //!   rate sampler's ring, the cached DB snapshot and the JSON / Prometheus
@@ -30,9 +33,10 @@
 //!   (`DEFAULT_TENANT`). — shards; the JWKS refetch on the `jwks` thread
 //! - `spool`, `error`: the per-shard disk spool, its replay task and the
 //!   maintenance flags; `ApiError` and its one mapping to HTTP. — shards
-//! - `store`, `mesh`: the DB thread group, typed jobs, schema apply, and the
-//!   shards' `DbClient`; the notice fan-out and the peer links. — DB threads
-//!   (`DbClient` on the shards); mesh threads
+//! - `store`, `mesh`: the DB thread group, typed jobs, schema apply, the KV
+//!   pool (`store::kv_pool`: its own connections, closures via
+//!   `DbClient::kv_run`), and the shards' `DbClient`; the notice fan-out and
+//!   the peer links. — DB and KV threads (`DbClient` on the shards); mesh threads
 //! - `config`: the boot configuration, aggregated from the settings each
 //!   module below parses itself; its module doc gives the order. — main
 //! - `env`: the environment reader (`Env`, `ConfigError`, hex decoding),

@@ -52,6 +52,14 @@ const SEEDS: &[(&str, &str)] = &[
         r#"{"operations":[{"op":"schedule","queue":"fz","timerKey":"k/1","payload":"eyJhIjpbMSxudWxsXX0=","delayMs":10,"txn":"t","partition":"p"},{"op":"cancel","queue":"fz","timerKey":"j","txn":"u"}]}"#,
     ),
     (
+        "/api/v1/kv",
+        r#"{"operations":[{"op":"put","ns":"fz","key":"k/1","value":{"a":[1,"x"]},"ttlSeconds":60,"expect":0},{"op":"incr","ns":"fz","key":"n","delta":1,"max":9,"forever":true},{"op":"getPrefix","ns":"fz","prefix":"k/","limit":5}]}"#,
+    ),
+    (
+        "/api/v1/locks",
+        r#"{"operations":[{"op":"acquire","name":"l","ttlSeconds":5,"owner":"w"},{"op":"renew","name":"l","token":1,"ttlSeconds":5}]}"#,
+    ),
+    (
         "/streams/v1/queries",
         r#"{"name":"fz","source_queue":"fz","sink_queue":"fz-out","config_hash":"h","reset":false}"#,
     ),
@@ -166,6 +174,13 @@ fn mutated_json_bodies_get_clean_answers_and_never_a_5xx() {
     assert_eq!(
         db.count(
             "SELECT count(*) FROM queen.messages WHERE payload::text LIKE '%\\u0000%'",
+            &[]
+        ),
+        0
+    );
+    assert_eq!(
+        db.count(
+            "SELECT count(*) FROM queen.kv WHERE value::text LIKE '%\\u0000%'",
             &[]
         ),
         0

@@ -30,6 +30,7 @@ try:
 
     import httpx
     from queen import Queen
+    from check_kv import KV_CHECKS
     from check_timers import check_timers
     from check_streams import check_streams
     from check_ephemeral import check_ephemeral
@@ -447,6 +448,7 @@ CHECKS: List[Callable[[Ctx], Awaitable[str]]] = [
     check_admin_calls,
     check_conflation_autopilot,
     check_timers,
+    *KV_CHECKS,
     check_streams,
     check_ephemeral,
 ]

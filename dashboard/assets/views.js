@@ -303,4 +303,29 @@ async function ephemeral(el) {
   });
 }
 
-export const views = { overview, queues, groups, dlq, messages, timers, system, streams, mesh, ephemeral };
+// KV browser: namespaces with their live key counts; a namespace's keys by
+// keyset pages (values are not shown: a browser is not a dump tool).
+async function kv(el, args) {
+  const ns = args[0];
+  const box = h('div'), keys = h('div');
+  el.replaceChildren(h('h1', {}, 'Key/value'), box, keys);
+  await section(box, 'KV namespaces', async () => {
+    const r = await get('/api/v1/resources/kv/namespaces');
+    return table([{ t: 'Namespace' }, { t: 'Keys', num: true }],
+      (r.namespaces || []).map(n => h('tr', {},
+        h('td', {}, h('a', { href: '#/kv/' + enc(n.namespace) }, n.namespace)), td(n.rows, true))));
+  });
+  if (!ns) return;
+  const rows = [];
+  const page = async (after) => {
+    const r = await post('/api/v1/resources/kv/list', { ns, after, limit: 100 });
+    rows.push(...(r.rows || []).map(k => h('tr', {}, td(k.key), td(k.version, true), td(k.expiresAt || 'never'), td(k.updatedAt))));
+    const more = r.truncated ? h('button', { onclick: () => page(r.nextAfter).catch(e => alert(e.message)) }, 'More') : null;
+    keys.replaceChildren(h('h2', {}, `Keys of ${ns}`),
+      table([{ t: 'Key' }, { t: 'Version', num: true }, { t: 'Expires' }, { t: 'Updated' }], rows), more || '');
+  };
+  try { await page(null); }
+  catch (e) { if (e instanceof NotAvailable) keys.replaceChildren(na('KV keys', e)); else throw e; }
+}
+
+export const views = { overview, queues, groups, dlq, messages, timers, system, streams, mesh, ephemeral, kv };

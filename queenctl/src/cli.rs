@@ -82,6 +82,12 @@ pub enum Command {
         #[command(subcommand)]
         action: TimersAction,
     },
+    /// The key/value store: get, put, incr, delete, list keys, namespaces.
+    Kv {
+        /// What to do.
+        #[command(subcommand)]
+        action: KvAction,
+    },
     /// Load scenarios of bench/ (push, drain, latency) with a progress bar and its summary.
     Bench(BenchArgs),
     /// Print shell completions to stdout.
@@ -294,6 +300,82 @@ pub enum MaintenanceAction {
         /// `on` or `off`; absent shows the switch.
         state: Option<OnOff>,
     },
+}
+
+/// `kv`.
+#[derive(Debug, Subcommand)]
+pub enum KvAction {
+    /// One key's value, version and expiry.
+    Get {
+        /// Namespace (`[a-z0-9][a-z0-9._-]*`).
+        ns: String,
+        /// Key.
+        key: String,
+    },
+    /// Write a key (an expiry is required: `--ttl` or `--forever`).
+    Put {
+        /// Namespace.
+        ns: String,
+        /// Key.
+        key: String,
+        /// The value, as JSON (`'{"a": 1}'`, `42`, `'"text"'`).
+        value: String,
+        #[command(flatten)]
+        expiry: KvExpiry,
+        /// Only if the key's version is this (0: only if the key does not exist).
+        #[arg(long)]
+        expect: Option<u64>,
+    },
+    /// Add to an integer key (created at 0 with the given expiry).
+    Incr {
+        /// Namespace.
+        ns: String,
+        /// Key.
+        key: String,
+        /// How much to add (may be negative).
+        #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
+        delta: i64,
+        #[command(flatten)]
+        expiry: KvExpiry,
+    },
+    /// Delete a key.
+    Delete {
+        /// Namespace.
+        ns: String,
+        /// Key.
+        key: String,
+        /// Only if the key's version is this.
+        #[arg(long)]
+        expect: Option<u64>,
+    },
+    /// Keys of a namespace (with `--prefix`: those starting with it), in byte order.
+    List {
+        /// Namespace.
+        ns: String,
+        /// Only keys starting with this.
+        #[arg(long)]
+        prefix: Option<String>,
+        /// Start after this key (the previous page's last).
+        #[arg(long)]
+        after: Option<String>,
+        /// Most keys to list.
+        #[arg(long, default_value_t = 100)]
+        limit: u32,
+    },
+    /// Namespaces with their key counts.
+    Namespaces,
+}
+
+/// The expiry of a KV write: exactly one of the two.
+#[derive(Debug, Args)]
+#[group(required = true, multiple = false)]
+pub struct KvExpiry {
+    /// Seconds to live.
+    #[arg(long)]
+    pub ttl: Option<u64>,
+    /// Never expires.
+    #[arg(long)]
+    pub forever: bool,
 }
 
 /// A switch position.

@@ -579,3 +579,42 @@ fn bench_scenarios_run_short_and_report() {
     let err = fails(&ctl(port, &["--token", "x", "bench", "push"]), 2);
     assert!(err.contains("no token"), "{err}");
 }
+
+#[test]
+fn kv_put_get_incr_list_and_delete() {
+    let port = shared();
+    let out = ok(
+        port,
+        &["kv", "put", "ctl", "a/1", r#"{"x": 1}"#, "--forever"],
+    );
+    assert!(out.starts_with("applied, version"), "{out}");
+    let v = ok_json(port, &["kv", "get", "ctl", "a/1"]);
+    assert_eq!(v["value"], json!({"x": 1}));
+    let version = v["version"].as_i64().unwrap().to_string();
+    let stale = ok(
+        port,
+        &[
+            "kv", "put", "ctl", "a/1", "2", "--ttl", "60", "--expect", "999999",
+        ],
+    );
+    assert!(stale.starts_with("not applied: version"), "{stale}");
+    assert!(ok(port, &["kv", "get", "ctl", "a/1"]).contains(&version));
+    ok(
+        port,
+        &["kv", "incr", "ctl", "n", "--delta", "-3", "--forever"],
+    );
+    assert_eq!(ok_json(port, &["kv", "get", "ctl", "n"])["value"], -3);
+    let list = ok(port, &["kv", "list", "ctl", "--prefix", "a/"]);
+    assert!(list.contains("a/1") && !list.contains("\nn "), "{list}");
+    assert!(ok(port, &["kv", "namespaces"]).contains("ctl"));
+    // an expiry is required: clap refuses a put without one
+    assert_eq!(
+        ctl(port, &["kv", "put", "ctl", "k", "1"]).status.code(),
+        Some(2)
+    );
+    assert!(ok(port, &["kv", "delete", "ctl", "a/1"]).starts_with("applied"));
+    assert_eq!(
+        ok(port, &["kv", "get", "ctl", "a/1"]).trim_end(),
+        "not found"
+    );
+}

@@ -2,7 +2,7 @@
 
 -- ---------------------------------------------------------------------------
 -- queen.transaction(p)
---   in : {tenant, requiredLeases:[leaseId...],
+--   in : {tenant, requiredLeases:[leaseId...], kv?:[validated KV ops], kvMaxRead?,
 --         operations:[{type:"push", items:[push_batch items]}
 --                   | {type:"ack", transactionId, partitionId, status, group,
 --                      leaseId|null, error|null}]}
@@ -99,6 +99,17 @@ BEGIN
             v_idx := v_idx + 1;
         END IF;
     END LOOP;
+
+    -- KV riders (http-api.md §7, §15), indexed after the operations; a failed
+    -- required precondition raises so that the pushes and acks roll back too
+    -- (the broker reads the object after the 'kv_precondition ' prefix).
+    IF jsonb_array_length(coalesce(p->'kv', '[]'::jsonb)) > 0 THEN
+        r := queen.kv_apply(v_tenant, p->'kv', v_idx, (p->>'kvMaxRead')::bigint);
+        IF r ? 'ok' THEN
+            RAISE EXCEPTION 'kv_precondition %', r::text;
+        END IF;
+        v_out := v_out || (r->'results');
+    END IF;
 
     RETURN jsonb_build_object('success', true, 'results', v_out);
 END $$;

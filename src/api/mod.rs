@@ -14,8 +14,10 @@ mod edge;
 mod ephemeral;
 mod groups;
 mod health;
+mod kv;
 mod kv_switch;
 mod lease;
+mod locks;
 mod maintenance;
 mod messages;
 mod metrics;
@@ -124,6 +126,20 @@ async fn route(shard: &Rc<Shard>, mut req: Request) -> Result<Response, ApiError
         (Post, ["api", "v1", "system", "maintenance", "pop"]) => {
             maintenance::set(shard, &req, true).await
         }
+        // key/value store (§15) and locks (§17)
+        (Post, ["api", "v1", "kv"]) => kv::batch(shard, &req).await,
+        (Get, ["api", "v1", "kv", ns, tail @ ..]) if !tail.is_empty() => {
+            kv::get_one(shard, &req, ns, tail).await
+        }
+        (Put, ["api", "v1", "kv", ns, tail @ ..]) if !tail.is_empty() => {
+            kv::put_one(shard, &req, ns, tail).await
+        }
+        (Delete, ["api", "v1", "kv", ns, tail @ ..]) if !tail.is_empty() => {
+            kv::delete_one(shard, &req, ns, tail).await
+        }
+        (Post, ["api", "v1", "locks"]) => locks::handle(shard, &req).await,
+        (Get, ["api", "v1", "resources", "kv", "namespaces"]) => kv::namespaces(shard, &req).await,
+        (Post, ["api", "v1", "resources", "kv", "list"]) => kv::list(shard, &req).await,
         (Get, ["api", "v1", "system", "kv-timers"]) => kv_switch::get(shard).await,
         (Post, ["api", "v1", "system", "kv-timers"]) => kv_switch::set(shard, &req).await,
         (Get, ["api", "v1", "status", "buffers"]) => buffers::handle(shard).await,
@@ -246,6 +262,9 @@ fn known_path(s: &[&str]) -> bool {
             | ["api", "v1", "system", "maintenance"]
             | ["api", "v1", "system", "maintenance", "pop"]
             | ["api", "v1", "system", "kv-timers"]
+            | ["api", "v1", "kv" | "locks"]
+            | ["api", "v1", "kv", _, _, ..]
+            | ["api", "v1", "resources", "kv", "namespaces" | "list"]
             | ["api", "v1", "status", "buffers"]
             | ["api", "v1", "status"]
             | ["api", "v1", "status", "queues" | "analytics"]

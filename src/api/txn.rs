@@ -31,7 +31,10 @@ pub async fn handle(shard: &Rc<Shard>, req: &Request) -> Result<Response, ApiErr
     let Some(Value::Array(ops)) = body.get("operations") else {
         return Err(ApiError::BadRequest("operations array required".into()));
     };
-    if ops.is_empty() {
+    // KV riders (§15): validated whole here, applied by queen.transaction after
+    // the operations, in the same PostgreSQL transaction.
+    let kv = super::kv::txn_riders(shard, body.get("kv"))?;
+    if ops.is_empty() && kv.ops.is_empty() {
         return Err(ApiError::BadRequest(
             "operations array cannot be empty".into(),
         ));
@@ -94,9 +97,16 @@ pub async fn handle(shard: &Rc<Shard>, req: &Request) -> Result<Response, ApiErr
             None => return Ok(refused(format!("operations[{i}].type is required"))),
         }
     }
-    let arg = json!({ "tenant": tenant, "requiredLeases": leases, "operations": operations });
+    let mut arg = json!({ "tenant": tenant, "requiredLeases": leases, "operations": operations });
+    if !kv.ops.is_empty() {
+        arg["kv"] = Value::Array(kv.ops);
+        arg["kvMaxRead"] = json!(shard.cfg.kv.max_read_bytes);
+    }
     match shard.db.call(Proc::Transaction, arg).await {
         Ok(mut r) => {
+            for k in kv.kinds {
+                shard.counters.kv_op(k);
+            }
             shard
                 .counters
                 .transaction(queues.iter().map(String::as_str));
@@ -109,7 +119,7 @@ pub async fn handle(shard: &Rc<Shard>, req: &Request) -> Result<Response, ApiErr
             }
             Ok(ok_json(&r))
         }
-        Err(StoreError::Db(m)) => Ok(refused(m)),
+        Err(StoreError::Db(m)) => Ok(super::kv::txn_precondition(&m).unwrap_or_else(|| refused(m))),
         Err(e) => Err(e.into()),
     }
 }

@@ -9,7 +9,7 @@
 //!    own copy): `api`, `dashboard`, `metrics`, `jobs`, `shard`, `spool`;
 //! 2. `config` (this module): the aggregate, the cross-setting checks and the
 //!    boot line; it owns the settings nobody below needs (`http`, `pop`,
-//!    `jobs`, `spool`, `timers`);
+//!    `jobs`, `spool`, `timers`, `kv`);
 //! 3. the owners of their own settings, each parsing its variables itself:
 //!    `auth` (`AuthConfig`), `store` (`DbConfig`), `mesh` (`MeshConfig`),
 //!    `tls` (the HTTPS pair), `crypto` (`KeyState`). They never import
@@ -24,6 +24,7 @@
 pub mod ephemeral;
 pub mod http;
 pub mod jobs;
+pub mod kv;
 pub mod pop;
 pub mod spool;
 pub mod timers;
@@ -36,6 +37,7 @@ use crate::store::DbConfig;
 use std::net::SocketAddr;
 
 pub use jobs::JobsConfig;
+pub use kv::KvConfig;
 pub use pop::{PopConfig, SubscriptionDefault};
 pub use timers::TimersConfig;
 
@@ -86,6 +88,8 @@ pub struct Config {
     pub auth: AuthConfig,
     /// `QUEEN_KV_TRUSTED_PROXY` (config.md §10).
     pub kv_trusted_proxy: bool,
+    /// KV limits (`QUEEN_KV_*`, config.md §11).
+    pub kv: KvConfig,
     /// `QUEEN_ENCRYPTION_KEY` (config.md §6).
     pub encryption: KeyState,
     /// `QUEEN_CACHE_REFRESH_INTERVAL_MS`: life of shard-cached queue settings.
@@ -162,6 +166,7 @@ impl Config {
             mesh,
             auth,
             kv_trusted_proxy,
+            kv: KvConfig::from_env(&env)?,
             encryption: KeyState::from_env(&env),
             cache_refresh_ms: env
                 .parse("QUEEN_CACHE_REFRESH_INTERVAL_MS", DEFAULT_CACHE_REFRESH_MS)?,

@@ -78,6 +78,22 @@ pub fn ephemeral(r: &mut Registry, i: &Inputs) {
     }
 }
 
+/// Registers `queen_kv_ops_total{op}`: KV ops served by this broker (a
+/// transaction's KV riders included), summed over shards.
+pub fn kv(r: &mut Registry, i: &Inputs) {
+    let f = Family::<Labels, Counter>::default();
+    for (k, op) in super::KV_OPS.iter().enumerate() {
+        let n: u64 = i
+            .board
+            .shards
+            .iter()
+            .map(|s| s.kv_ops[k].load(Relaxed))
+            .sum();
+        f.get_or_create(&labels(&[("op", op)])).inc_by(n);
+    }
+    r.register("queen_kv_ops", "KV ops served, by op", f);
+}
+
 /// Registers the spool and maintenance families.
 pub fn spool(r: &mut Registry, i: &Inputs) {
     let board = stats::board();

@@ -75,6 +75,8 @@ pub struct ShardStats {
     pub ack_failed: AtomicU64,
     /// Transactions.
     pub transactions: AtomicU64,
+    /// KV ops served, by op (`KV_OPS` order; `queen_kv_ops_total{op}`).
+    pub kv_ops: [AtomicU64; KV_OPS.len()],
     /// Requests answered 5xx.
     pub errors: AtomicU64,
     /// Jobs handed to the DB threads (copied from `DbClient::nr_jobs`).
@@ -118,6 +120,18 @@ pub struct ShardStats {
     /// Stream cycles answered and their latency (`crate::api::streams`).
     pub streams: streams::CycleStats,
 }
+
+/// The KV op names, in the order of `ShardStats::kv_ops` (and of the API's
+/// op table).
+pub const KV_OPS: [&str; 7] = [
+    "get",
+    "getMany",
+    "getPrefix",
+    "put",
+    "putIfAbsent",
+    "delete",
+    "incr",
+];
 
 /// Adds `n` to a counter only this thread writes.
 #[inline]
@@ -249,6 +263,14 @@ impl ShardCounters {
     }
 
     /// A transaction ran, touching `queues`.
+    /// A KV op of kind `k` (an index of [`KV_OPS`]) was served.
+    pub fn kv_op(&self, k: usize) {
+        if let Some(a) = self.mine().kv_ops.get(k) {
+            bump(a, 1);
+        }
+    }
+
+    /// A transaction was committed, touching queues `names`.
     pub fn transaction<'a>(&self, names: impl Iterator<Item = &'a str>) {
         bump(&self.mine().transactions, 1);
         for q in names {

@@ -310,6 +310,7 @@ pub fn text(i: &Inputs) -> String {
     super::families::mesh(&mut r, i);
     super::families::timers(&mut r, i);
     super::families::ephemeral(&mut r, i);
+    super::families::kv(&mut r, i);
     let queue_ops = super::families::queue_ops(i);
     let streams = super::streams::render(b.shards.iter().map(|s| &s.streams));
 

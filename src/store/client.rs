@@ -10,7 +10,7 @@
 use super::jobs::{
     Job, JobEnvelope, Proc, Reply, ReplyEnvelope, RequestId, StoreError, StoreReply,
 };
-use super::kv_pool::KvJob;
+use super::kv_pool::{JobState, KvJob, KV_QUEUE_PATIENCE};
 use crossbeam_channel::{Sender, TrySendError};
 use futures_channel::oneshot;
 use serde_json::Value;
@@ -18,6 +18,7 @@ use shards::ShardId;
 use std::any::Any;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How long a job may wait for room in the DB job queue before the request
@@ -120,9 +121,10 @@ impl DbClient {
 
     /// Runs `work` on a connection of the KV pool (KV, locks, timers) and
     /// returns its answer. Never waits for room: a full KV queue, or a job
-    /// that waited past `kv_pool::KV_QUEUE_PATIENCE` for a thread, answers
-    /// `StoreError::Busy` (503 `kv_unavailable`). `work` runs on a KV thread,
-    /// so it may block on PostgreSQL; it should be one short transaction.
+    /// no KV thread started within `KV_QUEUE_PATIENCE` (it then never runs),
+    /// answers `StoreError::Busy` (503 `kv_unavailable`); a job that started
+    /// is waited for. `work` runs on a KV thread, so it may block on
+    /// PostgreSQL; it should be one short transaction.
     pub async fn kv_run<R, F>(&self, work: F) -> Result<R, StoreError>
     where
         R: Send + 'static,
@@ -132,10 +134,11 @@ impl DbClient {
         self.next_id.set(id + 1);
         let (tx, rx) = oneshot::channel();
         self.kv_pending.borrow_mut().insert(id, tx);
+        let state = Arc::new(JobState::default());
         let job = KvJob {
             shard: self.shard,
             req: RequestId(id),
-            queued: Instant::now(),
+            state: state.clone(),
             work: Box::new(move |c| Box::new(work(c))),
         };
         if let Err(e) = self.kv.try_send(job) {
@@ -146,7 +149,21 @@ impl DbClient {
             });
         }
         self.nr_jobs.set(self.nr_jobs.get() + 1);
-        match rx.await {
+        let mut rx = rx;
+        let answer = futures_lite::future::or(async { Some((&mut rx).await) }, async {
+            glommio::timer::sleep(KV_QUEUE_PATIENCE).await;
+            None
+        })
+        .await;
+        let answer = match answer {
+            Some(a) => a,
+            None if state.abandon() => {
+                self.kv_pending.borrow_mut().remove(&id);
+                return Err(StoreError::Busy);
+            }
+            None => rx.await,
+        };
+        match answer {
             Ok(Ok(any)) => match any.downcast::<Result<R, StoreError>>() {
                 Ok(r) => *r,
                 Err(_) => Err(StoreError::Db("KV answer of another type".into())),

@@ -23,6 +23,10 @@ pub enum Proc {
     SystemStateSet,
     /// `queen.kv_switch_set`: set the KV/timers kill switches (sql/functions/kv.sql).
     KvSwitchSet,
+    /// `queen.kv_namespaces`: live KV keys per namespace (the dashboard's KV browser).
+    KvNamespaces,
+    /// `queen.kv_list`: a keyset page of one KV namespace (the KV browser).
+    KvList,
     /// `queen.metrics_snapshot`: per-queue rates, lag and DLQ depth for the metrics scrape.
     MetricsSnapshot,
     /// `queen.pop`: claim partitions and read a batch.
@@ -135,6 +139,8 @@ impl Proc {
             Proc::SystemStateGet => "SELECT queen.system_state_get($1::jsonb)",
             Proc::SystemStateSet => "SELECT queen.system_state_set($1::jsonb)",
             Proc::KvSwitchSet => "SELECT queen.kv_switch_set($1::jsonb)",
+            Proc::KvNamespaces => "SELECT queen.kv_namespaces($1::jsonb)",
+            Proc::KvList => "SELECT queen.kv_list($1::jsonb)",
             Proc::MetricsSnapshot => "SELECT queen.metrics_snapshot($1::jsonb)",
             Proc::Pop => "SELECT queen.pop($1::jsonb)",
             Proc::PopConflated => "SELECT queen.pop_conflated($1::jsonb)",

@@ -13,11 +13,15 @@
 //!
 //! # Never a hang
 //! A full pool answers, it does not queue without bound: a job that finds
-//! the queue full fails at once, and a job that waited longer than
-//! [`KV_QUEUE_PATIENCE`] for a thread is answered without running, both as
-//! `StoreError::Busy` (the API turns it into 503 `kv_unavailable` with
-//! `Retry-After`). Until the request group's boot thread has applied the
-//! schema, jobs are answered `Unavailable`.
+//! the queue full fails at once, and a job no thread has started within
+//! [`KV_QUEUE_PATIENCE`] is abandoned by the asking shard and never run,
+//! both answered `StoreError::Busy` (the API turns it into 503
+//! `kv_unavailable` with `Retry-After`). The job's [`JobState`] decides that
+//! race: the thread moves it queued → started, the shard queued → abandoned,
+//! and only one of them can; so a 503 always means "not applied" and a retry
+//! is safe, and a job already running is waited for (its statement is bounded
+//! by `DB_STATEMENT_TIMEOUT` / `DB_LOCK_TIMEOUT`). Until the request group's
+//! boot thread has applied the schema, jobs are answered `Unavailable`.
 //!
 //! # Connection budget
 //! The default is `clamp(DB_POOL_SIZE / 10, 4, 32)` (config.md): 4 beside the
@@ -31,10 +35,10 @@ use r2d2_postgres::PostgresConnectionManager;
 use shards::inbox::InboxSender;
 use shards::ShardId;
 use std::any::Any;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 type Pool = r2d2::Pool<PostgresConnectionManager<Connector>>;
 
@@ -42,9 +46,9 @@ type Pool = r2d2::Pool<PostgresConnectionManager<Connector>>;
 /// shard, small enough that a job at its tail is run within the patience.
 pub const KV_QUEUE_PER_CONN: usize = 64;
 
-/// Longest a KV job waits in the queue for a thread before it is answered
-/// 503 instead of run: a KV call is short, one waiting this long means the
-/// pool is saturated and the client does better retrying.
+/// Longest a KV job waits in the queue for a thread before the asking shard
+/// abandons it and answers 503: a KV call is short, one waiting this long
+/// means the pool is saturated and the client does better retrying.
 pub const KV_QUEUE_PATIENCE: Duration = Duration::from_secs(1);
 
 /// How often an idle KV thread looks at the stop flag.
@@ -54,14 +58,39 @@ const STOP_POLL: Duration = Duration::from_millis(100);
 /// goes back to the asking shard.
 pub type KvWork = Box<dyn FnOnce(&mut postgres::Client) -> Box<dyn Any + Send> + Send>;
 
+/// Who owns a queued job: the thread that starts it or the shard that gives
+/// up on it (see "Never a hang").
+#[derive(Debug, Default)]
+pub struct JobState(AtomicU8);
+
+const QUEUED: u8 = 0;
+const STARTED: u8 = 1;
+const ABANDONED: u8 = 2;
+
+impl JobState {
+    /// The KV thread takes the job; false if the shard gave up on it.
+    pub fn start(&self) -> bool {
+        self.0
+            .compare_exchange(QUEUED, STARTED, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    }
+
+    /// The shard gives up on the job; false if a thread already runs it.
+    pub fn abandon(&self) -> bool {
+        self.0
+            .compare_exchange(QUEUED, ABANDONED, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    }
+}
+
 /// A closure on its way to a KV thread.
 pub struct KvJob {
     /// The shard to answer.
     pub shard: ShardId,
     /// The shard's id for this request.
     pub req: RequestId,
-    /// When it was queued (for [`KV_QUEUE_PATIENCE`]).
-    pub queued: Instant,
+    /// Started or abandoned (shared with the asking shard).
+    pub state: Arc<JobState>,
     /// The work.
     pub work: KvWork,
 }
@@ -144,10 +173,11 @@ fn serve(
             Err(RecvTimeoutError::Timeout) if !stop.load(Ordering::Acquire) => continue,
             Err(_) => return,
         };
+        if !job.state.start() {
+            continue; // the shard gave up on it and answered 503
+        }
         let reply = if !ready.load(Ordering::Acquire) {
             Err(StoreError::Unavailable("database not connected yet".into()))
-        } else if job.queued.elapsed() > KV_QUEUE_PATIENCE {
-            Err(StoreError::Busy)
         } else {
             match pool.get() {
                 Ok(mut c) => Ok((job.work)(&mut c)),

@@ -6,6 +6,7 @@
 //! - `inspect`: `dlq`, `dlq retry`, `messages`, `message`;
 //! - `maintenance`: both maintenance switches;
 //! - `timers`: schedule, list, show, count, pending, cancel;
+//! - `kv`: the key/value store;
 //! - `bench`: the load scenarios shared with `bench/` (crate `queen-loadgen`).
 //!
 //! Every handler returns the broker's answer for `--json` unchanged where the spec
@@ -15,6 +16,7 @@ mod bench;
 mod flow;
 mod groups;
 mod inspect;
+mod kv;
 mod maintenance;
 mod queues;
 mod timers;
@@ -64,6 +66,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         } => inspect::message(&ctx, &partition_id, &transaction_id)?,
         Command::Maintenance { action } => maintenance::run(&ctx, &action)?,
         Command::Timers { action } => timers::run(&ctx, &action)?,
+        Command::Kv { action } => kv::run(&ctx, &action)?,
         Command::Bench(a) => return bench::run(&ctx, &url, has_token, &a),
         Command::Completions { shell } => {
             let mut cmd = Cli::command();
