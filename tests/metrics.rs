@@ -162,7 +162,12 @@ fn parse(text: &str) -> Result<Exposition, String> {
             .as_deref()
             .ok_or_else(|| err("sample before any TYPE".into()))?;
         let t = out.types[fam].as_str();
-        let ok = name == fam || (t == "counter" && name == format!("{fam}_total"));
+        let ok = name == fam
+            || (t == "counter" && name == format!("{fam}_total"))
+            || (t == "histogram"
+                && ["_bucket", "_sum", "_count"]
+                    .iter()
+                    .any(|sfx| name == format!("{fam}{sfx}")));
         if !ok {
             return Err(err(format!("sample outside its family {fam}")));
         }

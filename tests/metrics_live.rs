@@ -21,10 +21,27 @@ fn scrape(b: &Broker) -> Scrape {
     let text = r.text();
     let lines: Vec<std::io::Result<String>> = text.lines().map(|l| Ok(l.to_string())).collect();
     let s = Scrape::parse(lines.into_iter()).expect("exposition parses");
-    let sample_lines = text
-        .lines()
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-        .count();
+    // The parser folds a histogram's `_bucket` lines into one sample per
+    // label set (without `le`); every other line is one sample.
+    let mut bucket_sets = std::collections::HashSet::new();
+    let mut sample_lines = 0;
+    for l in text.lines().filter(|l| !l.is_empty() && !l.starts_with('#')) {
+        match l.split_once("_bucket{") {
+            Some((name, rest)) => {
+                let labels: Vec<&str> = rest
+                    .split('}')
+                    .next()
+                    .unwrap_or("")
+                    .split(',')
+                    .filter(|kv| !kv.starts_with("le="))
+                    .collect();
+                if bucket_sets.insert(format!("{name}{labels:?}")) {
+                    sample_lines += 1;
+                }
+            }
+            None => sample_lines += 1,
+        }
+    }
     assert_eq!(
         s.samples.len(),
         sample_lines,
