@@ -25,7 +25,10 @@ fn scrape(b: &Broker) -> Scrape {
     // label set (without `le`); every other line is one sample.
     let mut bucket_sets = std::collections::HashSet::new();
     let mut sample_lines = 0;
-    for l in text.lines().filter(|l| !l.is_empty() && !l.starts_with('#')) {
+    for l in text
+        .lines()
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+    {
         match l.split_once("_bucket{") {
             Some((name, rest)) => {
                 let labels: Vec<&str> = rest
