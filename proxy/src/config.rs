@@ -25,10 +25,6 @@ pub const DEFAULT_PXDB_DB: &str = "queen_proxy";
 pub const DEFAULT_PXDB_USER: &str = "postgres";
 /// Connect timeout to the control database (5 s), in ms.
 pub const DEFAULT_PXDB_TIMEOUT_MS: u64 = 5_000;
-/// Default session-token issuer.
-pub const DEFAULT_JWT_ISS: &str = "queen-proxy";
-/// Default session-token lifetime (1 day), in seconds; `admin mint-session`.
-pub const DEFAULT_JWT_TTL_S: u64 = 86_400;
 /// Default session cookie name.
 pub const DEFAULT_COOKIE_NAME: &str = "queen_session";
 /// Default request body cap (16 MiB, the broker's own default), in bytes.

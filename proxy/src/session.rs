@@ -17,7 +17,10 @@ use base64::Engine;
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use serde::{Deserialize, Serialize};
 
-use crate::config::{DEFAULT_JWT_ISS, DEFAULT_JWT_TTL_S};
+/// Default session-token issuer.
+pub const DEFAULT_JWT_ISS: &str = "queen-proxy";
+/// Default session-token lifetime (1 day), in seconds; `admin mint-session`.
+pub const DEFAULT_JWT_TTL_S: u64 = 86_400;
 
 /// The claims of a session token.
 #[derive(Debug, Clone, Serialize, Deserialize)]
