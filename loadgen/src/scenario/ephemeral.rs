@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::{us, Ctx, Phase, WorkerStats, HTTP_TIMEOUT};
+use super::{join_stats, us, Ctx, Phase, WorkerStats, HTTP_TIMEOUT};
 use crate::http::{self, Client};
 use crate::report::{Report, Verify};
 
@@ -102,20 +102,8 @@ pub fn run(ctx: &Ctx, o: &EphemeralOpts) -> Report {
             })
         })
         .collect();
-    thread::sleep(o.warmup);
-    phase.measure();
-    let t0 = Instant::now();
-    let window = ctx.watch.start();
-    thread::sleep(o.duration);
-    phase.stop();
-    let secs = t0.elapsed().as_secs_f64();
-    let proc = window.finish();
-    let mut push_stats = WorkerStats::default();
-    for p in pushers {
-        if let Ok(s) = p.join() {
-            push_stats.merge(&s);
-        }
-    }
+    let (secs, proc) = phase.run_window(&ctx.watch, o.warmup, o.duration);
+    let push_stats = join_stats(pushers);
     // Pushers are done: poppers drain what is left (they stop on an empty pop).
     pop_phase.stop();
     let mut st = WorkerStats::default();

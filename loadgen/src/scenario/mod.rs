@@ -19,7 +19,7 @@ use serde::Deserialize;
 
 use crate::http::{self, Client, Target};
 use crate::payload::{self, Delivery, Item, Rng};
-use crate::procstat::Watch;
+use crate::procstat::{ProcReport, Watch};
 use crate::report::{Errors, Lat};
 
 /// Per-request timeout for ordinary (non-long-poll) requests.
@@ -102,6 +102,37 @@ impl Phase {
     pub fn stopped(&self) -> bool {
         self.0.load(Ordering::Acquire) == Self::STOP
     }
+
+    /// The timed part every closed-loop scenario shares: `warmup` of
+    /// warm-up, then the measured window of `duration` with the process
+    /// figures taken over it, then stop. Returns the window's length in
+    /// seconds and those figures.
+    pub fn run_window(
+        &self,
+        watch: &Watch,
+        warmup: Duration,
+        duration: Duration,
+    ) -> (f64, ProcReport) {
+        std::thread::sleep(warmup);
+        self.measure();
+        let t0 = Instant::now();
+        let window = watch.start();
+        std::thread::sleep(duration);
+        self.stop();
+        (t0.elapsed().as_secs_f64(), window.finish())
+    }
+}
+
+/// Joins worker threads and sums what they counted (a worker that
+/// panicked counts nothing).
+pub fn join_stats(workers: Vec<std::thread::JoinHandle<WorkerStats>>) -> WorkerStats {
+    let mut st = WorkerStats::default();
+    for w in workers {
+        if let Ok(s) = w.join() {
+            st.merge(&s);
+        }
+    }
+    st
 }
 
 /// What one worker thread counted.

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::{partition_names, us, Ctx, Phase, Pusher, WorkerStats};
+use super::{join_stats, partition_names, us, Ctx, Phase, Pusher, WorkerStats};
 use crate::payload::now_unix_ns;
 use crate::report::Report;
 
@@ -75,20 +75,8 @@ pub fn run(ctx: &Ctx, o: &PushOpts) -> Report {
                 .expect("spawn push worker")
         })
         .collect();
-    thread::sleep(o.warmup);
-    phase.measure();
-    let t0 = Instant::now();
-    let window = ctx.watch.start();
-    thread::sleep(o.duration);
-    phase.stop();
-    let secs = t0.elapsed().as_secs_f64();
-    let proc = window.finish();
-    let mut st = WorkerStats::default();
-    for w in workers {
-        if let Ok(s) = w.join() {
-            st.merge(&s);
-        }
-    }
+    let (secs, proc) = phase.run_window(&ctx.watch, o.warmup, o.duration);
+    let st = join_stats(workers);
     if st.duplicates > 0 {
         notes.push(format!("{} items answered duplicate", st.duplicates));
     }
