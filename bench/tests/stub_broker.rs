@@ -74,6 +74,7 @@ fn drain_with_acks_confirms_every_prefilled_message() {
             max: Duration::from_secs(30),
             warmup_msgs: 300,
             payload_bytes: 100,
+            spread: false,
         },
     );
     let v = r.verify.clone().unwrap();
@@ -102,6 +103,7 @@ fn drain_auto_ack_confirms_every_prefilled_message() {
             max: Duration::from_secs(30),
             warmup_msgs: 0,
             payload_bytes: 100,
+            spread: true,
         },
     );
     assert!(r.verify.unwrap().ok);

@@ -49,6 +49,10 @@ pub struct DrainOpts {
     pub warmup_msgs: u64,
     /// Approximate JSON payload size.
     pub payload_bytes: usize,
+    /// Pre-fill request items go to consecutive partitions (one request
+    /// spans up to 100 of them) instead of all into one: with it, N
+    /// messages reach min(N, partitions) partitions.
+    pub spread: bool,
 }
 
 /// Runs the scenario and returns its report.
@@ -79,16 +83,23 @@ pub fn run(ctx: &Ctx, o: &DrainOpts) -> Report {
     Report {
         scenario: "drain".into(),
         key: format!(
-            "drain b{} c{} {}",
+            "drain b{} c{} {}{}",
             o.batch,
             o.conns,
-            if o.auto_ack { "auto" } else { "ack" }
+            if o.auto_ack { "auto" } else { "ack" },
+            // the scale runs (issue 18) compare drains over partition counts
+            if o.spread || ctx.group.is_some() {
+                format!(" p{}{}", o.partitions, if ctx.group.is_some() { " group" } else { "" })
+            } else {
+                String::new()
+            }
         ),
         label: ctx.label.clone(),
         queue,
         params: serde_json::json!({
             "prefill": o.prefill, "partitions": o.partitions, "batch": o.batch, "conns": o.conns,
             "auto_ack": o.auto_ack, "wait_ms": o.wait_ms, "payload_bytes": o.payload_bytes,
+            "spread": o.spread, "group": ctx.group,
         }),
         duration_s: d.secs,
         messages: confirmed,
@@ -113,10 +124,12 @@ pub fn run(ctx: &Ctx, o: &DrainOpts) -> Report {
 fn prefill(ctx: &Ctx, queue: &str, n: u64, o: &DrainOpts, st: &mut WorkerStats) -> u64 {
     let claimed = Arc::new(AtomicU64::new(0));
     let parts = partition_names(o.partitions);
+    let spread = o.spread;
     let workers: Vec<_> = (0..o.prefill_conns.max(1))
         .map(|i| {
             let (claimed, queue) = (claimed.clone(), queue.to_string());
             let mut p = Pusher::new(&ctx.target, parts.clone(), o.payload_bytes, 1000 + i as u64);
+            p.spread = spread;
             thread::spawn(move || {
                 let mut st = WorkerStats::default();
                 loop {
@@ -125,7 +138,11 @@ fn prefill(ctx: &Ctx, queue: &str, n: u64, o: &DrainOpts, st: &mut WorkerStats) 
                         return st;
                     }
                     let take = (n - from).min(PREFILL_BATCH as u64) as usize;
-                    let part = (from / PREFILL_BATCH as u64) as usize;
+                    let part = if spread {
+                        from as usize
+                    } else {
+                        (from / PREFILL_BATCH as u64) as usize
+                    };
                     let r = p.push(&queue, part, take, from, now_unix_ns(), &mut st);
                     st.total += r.accepted;
                     if r.accepted == 0 {

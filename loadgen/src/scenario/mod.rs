@@ -183,6 +183,10 @@ pub struct Pusher {
     partitions: Arc<Vec<String>>,
     /// Payload size in bytes.
     payload_bytes: usize,
+    /// Item `i` of a request goes to partition `part + i` instead of `part`:
+    /// a pre-fill over more partitions than it has requests (the scale runs
+    /// of issue 18 fill 100,000 partitions with one or two messages each).
+    pub spread: bool,
 }
 
 /// Outcome of one push request.
@@ -208,6 +212,7 @@ impl Pusher {
             rng: Rng::new(stream),
             partitions,
             payload_bytes,
+            spread: false,
         }
     }
 
@@ -216,9 +221,10 @@ impl Pusher {
         self.partitions.len()
     }
 
-    /// Pushes `n` items of `queue` into partition number `part`, with
-    /// sequence numbers from `seq` and timestamp `ts`. Errors are counted
-    /// into `st.errors`; `st.duplicates` is bumped for `duplicate` items.
+    /// Pushes `n` items of `queue` into partition number `part` (or, with
+    /// `spread`, `part`, `part + 1`, ...), with sequence numbers from `seq`
+    /// and timestamp `ts`. Errors are counted into `st.errors`;
+    /// `st.duplicates` is bumped for `duplicate` items.
     pub fn push(
         &mut self,
         queue: &str,
@@ -228,12 +234,13 @@ impl Pusher {
         ts: u64,
         st: &mut WorkerStats,
     ) -> Pushed {
-        let partition = &self.partitions[part % self.partitions.len()];
-        let items: Vec<Item<'_>> = (0..n as u64)
+        let step = usize::from(self.spread);
+        let nr = self.partitions.len();
+        let items: Vec<Item<'_>> = (0..n)
             .map(|i| Item {
                 queue,
-                partition,
-                seq: seq + i,
+                partition: &self.partitions[(part + i * step) % nr],
+                seq: seq + i as u64,
                 ts,
             })
             .collect();
