@@ -305,35 +305,55 @@ BEGIN
     RETURN queen.push_items(queen.try_uuid(p->>'tenant'), p->'items');
 END $$;
 
--- queen.push_typed, leaner insert (issue 2: push b100 at >= 0.5x the plain INSERT
--- ceiling). Same signature, answers, locks, append order and dedup as the first
--- version (described above); only the INSERT and the bookkeeping after it changed.
+-- queen.push_typed: the push lanes' batch (src/store/push_typed.rs), typed arrays in,
+-- compact answer out. Same answers, locks, append order and dedup as push_items
+-- (described above). The broker sends each distinct (queue, partition) pair once
+-- (p_qn, p_pn; pairs are distinct) and per item the 1-based index of its pair (p_pair).
 --
--- Why: measured with pgbench on this 2-core box (100-row batches into a copy of
--- queen.messages, 4 clients, table truncated before each 8 s run, medians of 3):
---   INSERT ... ON CONFLICT DO NOTHING RETURNING (in a CTE, as the first version)   750 tps
---   the same without RETURNING                                             852 tps
---   ON CONFLICT (partition_id, transaction_id) DO NOTHING, no RETURNING   903 tps
--- RETURNING materialises every inserted row for the aggregate that follows, and an
--- ON CONFLICT without a target pre-checks every unique index (the primary key too)
--- before each speculative insert. Neither is needed:
---  * the arbiter is the idempotency key (partition, transaction id). Message ids are
---    minted by the broker (UUIDv7), so a primary-key clash is not a duplicate push but
---    a bug, and raising on it is right. A spool replay repeats ids AND transaction ids,
---    so it is still caught by the arbiter.
---  * the statement's row count says whether anything was skipped. When nothing was
---    (the common case), each pair's newest message is its greatest id among the items:
---    all items of one pair share one created_at stamp (v_ts[k]), and pop orders by
---    (created_at, id). When something was skipped, the duplicates are looked up
---    first (as the first version did, after the insert) and left out of that maximum.
+-- Where PostgreSQL's time goes (issue 18; perf and pg_stat_statements track=all on
+-- the 2-core box, 8 clients, fused calls of 6 requests over 1,000 partitions; per call
+-- of 600 items the INSERT is ~88% of the function, the rest below):
+--  * the INSERT. With ON CONFLICT every row first probes the arbiter index
+--    (ExecCheckIndexConstraints, 13% of PostgreSQL's CPU), takes and releases a
+--    speculative-insertion lock and writes a confirm WAL record (5 records a row, 4
+--    without). Duplicates are rare (client retries, spool replays), and every
+--    insert into a partition holds its lookup row lock, so nothing can race us:
+--    the plain INSERT runs first, in a block that catches unique_violation, and
+--    only a batch that holds a duplicate is inserted again with the arbiter.
+--    A primary-key clash that is not a (partition, transaction id) duplicate
+--    still raises, from the second INSERT.
+--  * planning: the plan cache kept choosing custom plans for the check and the
+--    bookkeeping statements (their generic estimates look worse), so they were
+--    planned on every call (0.1-0.2 ms each). The function forces generic plans;
+--    every statement below is an index probe per pair or per item whatever the
+--    array sizes.
+--  * the bookkeeping UPDATEs joined a CTE estimated at 100 rows and were planned
+--    as a sequential scan of partition_lookup and of partitions (all queues'
+--    partitions, every call: 15 ms at 15,000 partitions). They now probe the
+--    primary keys with = ANY (pids).
+--  * the check and the lock were two near-identical 3-way joins (~5 buffers per pair
+--    each). Now the lock runs alone, inside the INSERT's subtransaction: a missing
+--    pair is raised out of it, which releases the rows locked so far, so no lookup
+--    row is held while a partition is being created (creation may wait on a
+--    concurrent creator: holding locks there could deadlock a creation race).
+-- All of it together, PostgreSQL core-us per message before -> after (a client
+-- calling this function as the broker does, 8 connections, 6 pairs per call, shared
+-- box, 2 interleaved rounds): 6x100 items 12.9 -> 11.2, 6x10 29 -> 22.5, 6x1 170 -> 132.
+-- Through the broker (queen-bench push c50 p1000, main's binary with this function, one
+-- run each, shared box): b100 15.2 and 14.5 -> 11.3 and 12.4, b10 30.1 -> 21.4, b1 168 -> 120;
+-- WAL records per pushed row 5.1 -> 4.0.
 --
--- Append-order invariant (semantics.md §3) unchanged: the lookup rows are locked and
--- the stamps computed exactly as in the first version before anything is inserted.
+-- Answers: pids (and qids) per pair; dup_ord/dup_id the 1-based items not inserted
+-- and the message holding their transaction id. Append order (semantics.md §3): the
+-- lookup rows are locked in partition-id order, then each pair is stamped
+-- greatest(clock_timestamp(), newest + 1us), read after the lock.
 CREATE OR REPLACE FUNCTION queen.push_typed(
     p_tenant uuid, p_qn text[], p_pn text[], p_pair int[], p_id uuid[], p_txid text[],
     p_trace uuid[], p_payload jsonb[], p_enc boolean[], p_sub text[],
     OUT pids uuid[], OUT qids uuid[], OUT dup_ord int[], OUT dup_id uuid[])
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan
+AS $$
 DECLARE
     v_tenant  uuid := coalesce(p_tenant, '00000000-0000-0000-0000-000000000001');
     v_n       int := coalesce(cardinality(p_id), 0);
@@ -342,21 +362,20 @@ DECLARE
     v_locked  int;
     v_ins     int;
     v_skip    int[];  -- items not inserted by this call (duplicates and replays)
+    v_arbiter boolean := false;  -- insert with ON CONFLICT (the batch holds a duplicate)
+    v_created int := 0;          -- creation rounds so far
 BEGIN
     IF v_n = 0 THEN
         RETURN;
     END IF;
 
-    FOR attempt IN 1..4 LOOP
-        -- lock only when every pair exists: no lookup row is held while partitions are
-        -- being created (creation may wait on a concurrent creator)
-        SELECT count(*) FILTER (WHERE pl.partition_id IS NULL)
-          INTO v_missing
-          FROM unnest(p_qn, p_pn) AS s(qn, pn)
-          LEFT JOIN queen.queues q ON q.tenant_id = v_tenant AND q.name = s.qn
-          LEFT JOIN queen.partitions pt ON pt.queue_id = q.id AND pt.name = s.pn
-          LEFT JOIN queen.partition_lookup pl ON pl.partition_id = pt.id;
-        IF v_missing = 0 THEN
+    -- Lock, stamp and insert in one subtransaction. A missing pair (first push to a
+    -- partition, or one deleted meanwhile) is raised out of it, which releases the
+    -- lookup rows locked so far: no lookup row is held while partitions are being
+    -- created (creation may wait on a concurrent creator). A duplicate transaction
+    -- id is raised out of it too, and the batch runs again with the arbiter.
+    FOR attempt IN 1..6 LOOP
+        BEGIN
             -- serialise appends per partition (lock in partition-id order) and stamp
             -- from the newest committed version of each locked row
             WITH l AS (
@@ -374,49 +393,75 @@ BEGIN
                              ORDER BY l.ord)
               INTO v_locked, pids, qids, v_ts
               FROM l;
-            EXIT WHEN v_locked = cardinality(p_qn);
-        END IF;
-        IF attempt = 4 THEN
-            RAISE EXCEPTION 'push: could not create queue/partition (concurrent delete?)';
-        END IF;
+            IF v_locked < cardinality(p_qn) THEN
+                RAISE EXCEPTION USING ERRCODE = 'QP001';  -- caught below: create
+            END IF;
 
-        INSERT INTO queen.queues (tenant_id, name, namespace, task)
-        SELECT v_tenant, s.qn,
-               CASE WHEN strpos(s.qn, '.') > 0 THEN nullif(split_part(s.qn, '.', 1), '') END,
-               CASE WHEN strpos(s.qn, '.') > 0 THEN nullif(split_part(s.qn, '.', 2), '') END
-        FROM (SELECT DISTINCT qn FROM unnest(p_qn) AS u(qn)) s
-        WHERE NOT EXISTS (SELECT 1 FROM queen.queues q WHERE q.tenant_id = v_tenant AND q.name = s.qn)
-        ORDER BY s.qn
-        ON CONFLICT (tenant_id, name) DO NOTHING;
+            -- insert in item order; plain INSERT unless this batch held a duplicate
+            IF NOT v_arbiter THEN
+                INSERT INTO queen.messages (id, transaction_id, trace_id, partition_id, payload,
+                                            created_at, is_encrypted, producer_sub)
+                SELECT u.id, u.txid, u.trace, pids[u.k], coalesce(u.payload, 'null'::jsonb),
+                       v_ts[u.k], coalesce(u.enc, false), u.sub
+                  FROM unnest(p_pair, p_id, p_txid, p_trace, p_payload, p_enc, p_sub)
+                       WITH ORDINALITY AS u(k, id, txid, trace, payload, enc, sub, ord)
+                 ORDER BY u.ord;
+                v_ins := v_n;
+            ELSE
+                -- the first occurrence of a transaction id in a partition wins
+                INSERT INTO queen.messages (id, transaction_id, trace_id, partition_id, payload,
+                                            created_at, is_encrypted, producer_sub)
+                SELECT u.id, u.txid, u.trace, pids[u.k], coalesce(u.payload, 'null'::jsonb),
+                       v_ts[u.k], coalesce(u.enc, false), u.sub
+                  FROM unnest(p_pair, p_id, p_txid, p_trace, p_payload, p_enc, p_sub)
+                       WITH ORDINALITY AS u(k, id, txid, trace, payload, enc, sub, ord)
+                 ORDER BY u.ord
+                ON CONFLICT (partition_id, transaction_id) DO NOTHING;
+                GET DIAGNOSTICS v_ins = ROW_COUNT;
+            END IF;
+            EXIT;
+        EXCEPTION
+            WHEN unique_violation THEN
+                IF v_arbiter THEN
+                    RAISE;  -- not a (partition, transaction id) duplicate: a primary-key clash
+                END IF;
+                v_arbiter := true;
+            WHEN SQLSTATE 'QP001' THEN
+                IF v_created >= 4 THEN
+                    RAISE EXCEPTION 'push: could not create queue/partition (concurrent delete?)';
+                END IF;
+                v_created := v_created + 1;
 
-        INSERT INTO queen.partitions (queue_id, name)
-        SELECT q.id, s.pn
-        FROM unnest(p_qn, p_pn) AS s(qn, pn)
-        JOIN queen.queues q ON q.tenant_id = v_tenant AND q.name = s.qn
-        WHERE NOT EXISTS (SELECT 1 FROM queen.partitions x WHERE x.queue_id = q.id AND x.name = s.pn)
-        ORDER BY q.id, s.pn
-        ON CONFLICT (queue_id, name) DO NOTHING;
+                INSERT INTO queen.queues (tenant_id, name, namespace, task)
+                SELECT v_tenant, s.qn,
+                       CASE WHEN strpos(s.qn, '.') > 0 THEN nullif(split_part(s.qn, '.', 1), '') END,
+                       CASE WHEN strpos(s.qn, '.') > 0 THEN nullif(split_part(s.qn, '.', 2), '') END
+                FROM (SELECT DISTINCT qn FROM unnest(p_qn) AS u(qn)) s
+                WHERE NOT EXISTS (SELECT 1 FROM queen.queues q WHERE q.tenant_id = v_tenant AND q.name = s.qn)
+                ORDER BY s.qn
+                ON CONFLICT (tenant_id, name) DO NOTHING;
 
-        INSERT INTO queen.partition_lookup (partition_id, queue_id)
-        SELECT pt.id, pt.queue_id
-        FROM unnest(p_qn, p_pn) AS s(qn, pn)
-        JOIN queen.queues q ON q.tenant_id = v_tenant AND q.name = s.qn
-        JOIN queen.partitions pt ON pt.queue_id = q.id AND pt.name = s.pn
-        WHERE NOT EXISTS (SELECT 1 FROM queen.partition_lookup x WHERE x.partition_id = pt.id)
-        ORDER BY pt.id
-        ON CONFLICT (partition_id) DO NOTHING;
+                INSERT INTO queen.partitions (queue_id, name)
+                SELECT q.id, s.pn
+                FROM unnest(p_qn, p_pn) AS s(qn, pn)
+                JOIN queen.queues q ON q.tenant_id = v_tenant AND q.name = s.qn
+                WHERE NOT EXISTS (SELECT 1 FROM queen.partitions x WHERE x.queue_id = q.id AND x.name = s.pn)
+                ORDER BY q.id, s.pn
+                ON CONFLICT (queue_id, name) DO NOTHING;
+
+                INSERT INTO queen.partition_lookup (partition_id, queue_id)
+                SELECT pt.id, pt.queue_id
+                FROM unnest(p_qn, p_pn) AS s(qn, pn)
+                JOIN queen.queues q ON q.tenant_id = v_tenant AND q.name = s.qn
+                JOIN queen.partitions pt ON pt.queue_id = q.id AND pt.name = s.pn
+                WHERE NOT EXISTS (SELECT 1 FROM queen.partition_lookup x WHERE x.partition_id = pt.id)
+                ORDER BY pt.id
+                ON CONFLICT (partition_id) DO NOTHING;
+        END;
     END LOOP;
-
-    -- insert in item order; the first occurrence of a transaction id in a partition wins
-    INSERT INTO queen.messages (id, transaction_id, trace_id, partition_id, payload,
-                                created_at, is_encrypted, producer_sub)
-    SELECT u.id, u.txid, u.trace, pids[u.k], coalesce(u.payload, 'null'::jsonb),
-           v_ts[u.k], coalesce(u.enc, false), u.sub
-      FROM unnest(p_pair, p_id, p_txid, p_trace, p_payload, p_enc, p_sub)
-           WITH ORDINALITY AS u(k, id, txid, trace, payload, enc, sub, ord)
-     ORDER BY u.ord
-    ON CONFLICT (partition_id, transaction_id) DO NOTHING;
-    GET DIAGNOSTICS v_ins = ROW_COUNT;
+    IF v_ins IS NULL THEN
+        RAISE EXCEPTION 'push: could not create queue/partition (concurrent delete?)';
+    END IF;
 
     -- duplicates only when the INSERT skipped something (fresh snapshot: a concurrent
     -- winner's row is visible now, and so is an earlier item of this same call). An
@@ -435,8 +480,9 @@ BEGIN
             ON m.partition_id = pids[u.k] AND m.transaction_id = u.txid;
     END IF;
 
-    -- move each touched partition's newest message forward (items inserted now only)
-    WITH last AS (
+    -- move each touched partition's newest message forward (items inserted now only).
+    -- "= ANY (pids)" makes both UPDATEs primary-key probes (see above).
+    WITH last AS MATERIALIZED (
         SELECT pids[u.k] AS pid, v_ts[u.k] AS last_ts,
                (array_agg(u.id ORDER BY u.id DESC))[1] AS last_id
           FROM unnest(p_pair, p_id) WITH ORDINALITY AS u(k, id, ord)
@@ -448,15 +494,14 @@ BEGIN
                last_message_created_at = last.last_ts,
                updated_at = now()
           FROM last
-         WHERE pl.partition_id = last.pid
+         WHERE pl.partition_id = ANY (pids) AND pl.partition_id = last.pid
            AND (pl.last_message_created_at IS NULL
                 OR (pl.last_message_created_at, pl.last_message_id) < (last.last_ts, last.last_id))
-        RETURNING 1
     ), upt AS (
         UPDATE queen.partitions pt SET last_activity = now()
           FROM last
-         WHERE pt.id = last.pid AND pt.last_activity < now() - interval '1 second'
-        RETURNING 1
+         WHERE pt.id = ANY (pids) AND pt.id = last.pid
+           AND pt.last_activity < now() - interval '1 second'
     )
-    SELECT (SELECT count(*) FROM upl) + (SELECT count(*) FROM upt) INTO v_missing;
+    SELECT count(*) INTO v_missing FROM last;
 END $$;
