@@ -103,7 +103,15 @@ BEGIN
       INTO a_txid, a_pid, a_grp, a_status, a_lease, a_err
       FROM (SELECT x.v FROM jsonb_array_elements(p_items) WITH ORDINALITY AS x(v, ord)
              ORDER BY x.ord) e;
-    RETURN queen.ack_typed(p_tenant, a_txid, a_pid, a_grp, a_status, a_lease, a_err, p_txn);
+    RETURN (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                       'index', u.o - 1, 'transactionId', a_txid[u.o], 'partitionId', a_pid[u.o],
+                       'success', u.ok, 'error', u.err, 'queueName', u.qname,
+                       'partitionName', u.pname, 'leaseReleased', u.rel, 'dlq', u.dlq)
+                       ORDER BY u.o), '[]')
+              FROM queen.ack_typed(p_tenant, a_txid, a_pid, a_grp, a_status, a_lease, a_err,
+                                   p_txn) r,
+                   unnest(r.ok, r.err, r.qname, r.pname, r.released, r.dlq)
+                       WITH ORDINALITY AS u(ok, err, qname, pname, rel, dlq, o));
 END $$;
 
 -- ---------------------------------------------------------------------------
@@ -112,15 +120,19 @@ END $$;
 --   lease NULL when not a uuid, grp '__QUEUE_MODE__' when none, status lower case
 --   ('completed' when none). The broker calls this with binary arrays
 --   (src/store/ack_fused.rs): no jsonb to read and no uuid regex per item, which
---   were a third of an ack/batch of 100 in PostgreSQL. Same answer as ack_items.
+--   were a third of an ack/batch of 100 in PostgreSQL.
+--   out: per item i (aligned with the inputs) ok[i] (success), err[i],
+--        qname[i], pname[i], released[i] (leaseReleased), dlq[i]: ack_items's
+--        answer without the echoed transactionId/partitionId, which the caller
+--        has (no jsonb object per item to build, send and parse again).
 -- ---------------------------------------------------------------------------
 CREATE OR REPLACE FUNCTION queen.ack_typed(p_tenant uuid, a_txid text[], a_pid uuid[],
-    a_grp text[], a_status text[], a_lease uuid[], a_err text[], p_txn boolean)
-RETURNS jsonb
+    a_grp text[], a_status text[], a_lease uuid[], a_err text[], p_txn boolean,
+    OUT ok boolean[], OUT err text[], OUT qname text[], OUT pname text[],
+    OUT released boolean[], OUT dlq boolean[])
 LANGUAGE plpgsql AS $$
 DECLARE
     v_n        int := coalesce(cardinality(a_txid), 0);
-    v_res      jsonb[];
     it         record;
     v_pc       record;
     v_found    boolean;
@@ -133,11 +145,14 @@ DECLARE
     v_now      timestamptz := now();
     v_released text[] := '{}';   -- (partition|group|lease) released by this call
     v_done     int[];            -- items answered by the set-based pass
-    v_fast     jsonb;            -- their answers, in item order
+    f_q        text[];           -- their answers, in item order
+    f_p        text[];
+    f_rel      boolean[];
     f          record;
 BEGIN
+    ok := '{}'; err := '{}'; qname := '{}'; pname := '{}'; released := '{}'; dlq := '{}';
     IF v_n = 0 THEN
-        RETURN '[]'::jsonb;
+        RETURN;
     END IF;
     p_tenant := coalesce(p_tenant, '00000000-0000-0000-0000-000000000001');
 
@@ -208,24 +223,35 @@ BEGIN
         RETURNING x.partition_id AS pid, x.consumer_group AS grp,
                   x.worker_id IS NULL AS released, c.qname, c.pname, c.last_id
     )
-    SELECT array_agg(r.ord),
-           jsonb_agg(jsonb_build_object(
-               'index', r.ord - 1, 'transactionId', r.txid, 'partitionId', r.pid,
-               'success', true, 'error', NULL,
-               'queueName', u.qname, 'partitionName', u.pname,
-               'leaseReleased', u.released AND r.mid = u.last_id, 'dlq', false)
-               ORDER BY r.ord)
-      INTO v_done, v_fast
-      FROM u JOIN r ON r.pid = u.pid AND r.grp = u.grp;
+    SELECT array_agg(a.ord), array_agg(a.qname), array_agg(a.pname), array_agg(a.rel)
+      INTO v_done, f_q, f_p, f_rel
+      FROM (SELECT r.ord, u.qname, u.pname, u.released AND r.mid = u.last_id AS rel
+              FROM u JOIN r ON r.pid = u.pid AND r.grp = u.grp
+             ORDER BY r.ord) a;
 
     -- the common ack/batch: every item answered by the set-based pass
     IF cardinality(v_done) = v_n THEN
-        RETURN v_fast;
+        ok := array_fill(true, ARRAY[v_n]);
+        err := array_fill(NULL::text, ARRAY[v_n]);
+        qname := f_q;
+        pname := f_p;
+        released := f_rel;
+        dlq := array_fill(false, ARRAY[v_n]);
+        RETURN;
     END IF;
+    ok := array_fill(NULL::boolean, ARRAY[v_n]);
+    err := array_fill(NULL::text, ARRAY[v_n]);
+    qname := array_fill(NULL::text, ARRAY[v_n]);
+    pname := array_fill(NULL::text, ARRAY[v_n]);
+    released := array_fill(NULL::boolean, ARRAY[v_n]);
+    dlq := array_fill(NULL::boolean, ARRAY[v_n]);
     v_done := coalesce(v_done, '{}');
-    v_res := array_fill(NULL::jsonb, ARRAY[v_n]);
-    FOR f IN SELECT (e->>'index')::int + 1 AS ord, e FROM jsonb_array_elements(v_fast) e LOOP
-        v_res[f.ord] := f.e;
+    FOR i IN 1 .. coalesce(cardinality(v_done), 0) LOOP
+        ok[v_done[i]] := true;
+        qname[v_done[i]] := f_q[i];
+        pname[v_done[i]] := f_p[i];
+        released[v_done[i]] := f_rel[i];
+        dlq[v_done[i]] := false;
     END LOOP;
 
     -- items in message position order (unknown messages first, they change nothing)
@@ -246,11 +272,12 @@ BEGIN
          ORDER BY (m.id IS NOT NULL), i.pid, i.grp, m.created_at, m.id, i.ord
     LOOP
         IF it.mid IS NULL THEN
-            v_res[it.ord] := jsonb_build_object(
-                'index', it.ord - 1, 'transactionId', it.txid, 'partitionId', it.pid,
-                'success', false, 'error', 'Message not found',
-                'queueName', it.qname, 'partitionName', it.pname,
-                'leaseReleased', false, 'dlq', false);
+            ok[it.ord] := false;
+            err[it.ord] := 'Message not found';
+            qname[it.ord] := it.qname;
+            pname[it.ord] := it.pname;
+            released[it.ord] := false;
+            dlq[it.ord] := false;
             CONTINUE;
         END IF;
 
@@ -351,12 +378,11 @@ BEGIN
         IF v_release AND v_has_lease THEN
             v_released := v_released || (it.pid::text || '|' || it.grp || '|' || v_pc.worker_id::text);
         END IF;
-        v_res[it.ord] := jsonb_build_object(
-            'index', it.ord - 1, 'transactionId', it.txid, 'partitionId', it.pid,
-            'success', v_err IS NULL, 'error', v_err,
-            'queueName', it.qname, 'partitionName', it.pname,
-            'leaseReleased', v_release, 'dlq', v_dlq);
+        ok[it.ord] := v_err IS NULL;
+        err[it.ord] := v_err;
+        qname[it.ord] := it.qname;
+        pname[it.ord] := it.pname;
+        released[it.ord] := v_release;
+        dlq[it.ord] := v_dlq;
     END LOOP;
-
-    RETURN to_jsonb(v_res);
 END $$;

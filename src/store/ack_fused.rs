@@ -44,7 +44,8 @@ pub fn run(
 /// The statement of one ack round trip: the items as binary arrays
 /// (`queen.ack_typed`, sql/functions/ack.sql), so PostgreSQL neither reads a
 /// jsonb document nor checks a uuid by regex per item.
-const SQL: &str = "SELECT queen.ack_typed(queen.try_uuid($1), $2, $3, $4, $5, $6, $7, false)";
+const SQL: &str = "SELECT ok, err, qname, pname, released, dlq \
+                   FROM queen.ack_typed(queen.try_uuid($1), $2, $3, $4, $5, $6, $7, false)";
 
 /// The group of an item that names none (`src/api/ack.rs` always names one).
 const QUEUE_MODE: &str = "__QUEUE_MODE__";
@@ -101,11 +102,52 @@ fn call(
             ],
         )
         .map_err(classify)?;
-    match rows.first().map(|r| r.try_get::<_, Value>(0)) {
-        Some(Ok(Value::Array(a))) if a.len() == items.len() => Ok(a),
-        other => Err(StoreError::Db(format!(
-            "ack_typed returned an unexpected shape: {}",
-            format!("{other:?}").chars().take(200).collect::<String>()
-        ))),
+    let row = rows
+        .first()
+        .ok_or_else(|| StoreError::Db("ack_typed: no result row".into()))?;
+    answers(row, &a).map_err(|e| StoreError::Db(format!("ack_typed answer: {e}")))
+}
+
+/// One answer per item, as `queen.ack_items` gives it: `{index,
+/// transactionId, partitionId, success, error, queueName, partitionName,
+/// leaseReleased, dlq}` from the answer's arrays and the items' own ids.
+fn answers(row: &postgres::Row, a: &Cols<'_>) -> Result<Vec<Value>, String> {
+    let n = a.txid.len();
+    let flags = |i| {
+        row.try_get::<_, Vec<Option<bool>>>(i)
+            .map_err(|e| e.to_string())
+    };
+    let texts = |i| {
+        row.try_get::<_, Vec<Option<String>>>(i)
+            .map_err(|e| e.to_string())
+    };
+    let (ok, err, qname, pname) = (flags(0)?, texts(1)?, texts(2)?, texts(3)?);
+    let (rel, dlq) = (flags(4)?, flags(5)?);
+    let lens = [
+        ok.len(),
+        err.len(),
+        qname.len(),
+        pname.len(),
+        rel.len(),
+        dlq.len(),
+    ];
+    if lens.iter().any(|&l| l != n) {
+        return Err(format!("{lens:?} answers for {n} items"));
     }
+    let s = |v: &Option<String>| v.clone().map_or(Value::Null, Value::String);
+    Ok((0..n)
+        .map(|i| {
+            serde_json::json!({
+                "index": i,
+                "transactionId": a.txid[i],
+                "partitionId": a.pid[i].map(|u| u.hyphenated().to_string()),
+                "success": ok[i],
+                "error": s(&err[i]),
+                "queueName": s(&qname[i]),
+                "partitionName": s(&pname[i]),
+                "leaseReleased": rel[i],
+                "dlq": dlq[i],
+            })
+        })
+        .collect())
 }
