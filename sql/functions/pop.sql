@@ -23,7 +23,9 @@
 -- even before the eviction job removes it (sql/functions/jobs.sql,
 -- 'max_wait_time_eviction'). Read once per claimed candidate (one primary-key
 -- probe); the readers compare it as a plain lower bound on created_at, so the
--- message scan stays a range of messages_partition_pos_idx.
+-- message scan stays a range of messages_partition_pos_idx. A SQL function
+-- called from a cached plan is planned at every call (~0.07 ms), so
+-- queen.pop_compact calls it only when one of its queues sets the bound.
 CREATE OR REPLACE FUNCTION queen.pop_oldest_deliverable(p_qid uuid, p_now timestamptz)
 RETURNS timestamptz
 LANGUAGE sql STABLE AS $$
@@ -42,7 +44,12 @@ CREATE OR REPLACE FUNCTION queen.pop_candidates(p_qids uuid[], p_part text, p_gr
 RETURNS TABLE (partition_id uuid, pname text, qid uuid, qname text, priority int,
                lease_time int, delayed_processing int, cur_ts timestamptz, cur_id uuid,
                last_ts timestamptz, last_id uuid)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+-- Cached generic plans: a custom plan knows the length of p_qids and so always
+-- looked cheaper to PostgreSQL, which then planned the source union anew at
+-- every pop (~0.25 ms, more than running it); the plan shape is the same.
+SET plan_cache_mode = force_generic_plan
+AS $$
 #variable_conflict use_column
 DECLARE
     v_qm   boolean := p_group = '__QUEUE_MODE__';
@@ -55,33 +62,38 @@ BEGIN
     --  * 256 partitions from a random point in partition-id order (a rotating sweep);
     --  * the group's suspect rows: lease set/expired, retrying, or released behind.
     -- With <= 256 partitions per queue this examines every partition (exact).
-    SELECT array_agg(DISTINCT s.pid) INTO v_src FROM (
-        SELECT pt.id AS pid FROM queen.partitions pt
-         WHERE p_part IS NOT NULL AND pt.queue_id = ANY (p_qids) AND pt.name = p_part
-        UNION
-        (SELECT r.pid FROM unnest(p_qids) AS uq(qid)
-           CROSS JOIN LATERAL (
-                SELECT pl.partition_id AS pid FROM queen.partition_lookup pl
-                 WHERE pl.queue_id = uq.qid AND pl.last_message_created_at IS NOT NULL
-                 ORDER BY pl.last_message_created_at DESC LIMIT 256) r
-          WHERE p_part IS NULL LIMIT 1024)
-        UNION
-        (SELECT r.pid FROM unnest(p_qids) AS uq(qid)
-           CROSS JOIN LATERAL (
-                (SELECT pl.partition_id AS pid FROM queen.partition_lookup pl
-                  WHERE pl.queue_id = uq.qid AND pl.partition_id >= v_rand
-                  ORDER BY pl.partition_id LIMIT 256)
-                UNION ALL
-                (SELECT pl.partition_id FROM queen.partition_lookup pl
-                  WHERE pl.queue_id = uq.qid AND pl.partition_id < v_rand
-                  ORDER BY pl.partition_id LIMIT 64)) r
-          WHERE p_part IS NULL LIMIT 1024)
-        UNION
-        (SELECT pc.partition_id FROM queen.partition_consumers pc
-          WHERE p_part IS NULL AND pc.consumer_group = p_group
-            AND (pc.worker_id IS NOT NULL OR pc.behind OR pc.batch_retry_count > 0)
-          LIMIT 4096)
-    ) s;
+    -- Two statements, not one with "p_part IS [NOT] NULL" guards: the guards
+    -- made PostgreSQL re-plan the union at every pop (a custom plan folds them
+    -- away and always looked cheaper than the cached generic one), 0.2 ms a pop.
+    IF p_part IS NOT NULL THEN
+        SELECT array_agg(pt.id) INTO v_src FROM queen.partitions pt
+         WHERE pt.queue_id = ANY (p_qids) AND pt.name = p_part;
+    ELSE
+        SELECT array_agg(DISTINCT s.pid) INTO v_src FROM (
+            (SELECT r.pid FROM unnest(p_qids) AS uq(qid)
+               CROSS JOIN LATERAL (
+                    SELECT pl.partition_id AS pid FROM queen.partition_lookup pl
+                     WHERE pl.queue_id = uq.qid AND pl.last_message_created_at IS NOT NULL
+                     ORDER BY pl.last_message_created_at DESC LIMIT 256) r
+              LIMIT 1024)
+            UNION
+            (SELECT r.pid FROM unnest(p_qids) AS uq(qid)
+               CROSS JOIN LATERAL (
+                    (SELECT pl.partition_id AS pid FROM queen.partition_lookup pl
+                      WHERE pl.queue_id = uq.qid AND pl.partition_id >= v_rand
+                      ORDER BY pl.partition_id LIMIT 256)
+                    UNION ALL
+                    (SELECT pl.partition_id FROM queen.partition_lookup pl
+                      WHERE pl.queue_id = uq.qid AND pl.partition_id < v_rand
+                      ORDER BY pl.partition_id LIMIT 64)) r
+              LIMIT 1024)
+            UNION
+            (SELECT pc.partition_id FROM queen.partition_consumers pc
+              WHERE pc.consumer_group = p_group
+                AND (pc.worker_id IS NOT NULL OR pc.behind OR pc.batch_retry_count > 0)
+              LIMIT 4096)
+        ) s;
+    END IF;
 
     RETURN QUERY
         WITH cand AS (
@@ -283,6 +295,8 @@ DECLARE
     b_created  timestamptz[];
     b_enc      boolean[];
     v_limit    int;
+    v_maxwait  boolean;   -- some target queue sets maxWaitTimeSeconds
+    v_oldest   timestamptz := '-infinity';
 BEGIN
     v_qm := v_group = '__QUEUE_MODE__';
     IF v_part IS NOT NULL THEN
@@ -291,10 +305,10 @@ BEGIN
 
     -- target queues (priority order matters only for discovery)
     IF v_queue IS NOT NULL THEN
-        SELECT array_agg(q.id) INTO v_qids
+        SELECT array_agg(q.id), bool_or(q.max_wait_time_seconds > 0) INTO v_qids, v_maxwait
           FROM queen.queues q WHERE q.tenant_id = v_tenant AND q.name = v_queue;
     ELSE
-        SELECT array_agg(q.id) INTO v_qids
+        SELECT array_agg(q.id), bool_or(q.max_wait_time_seconds > 0) INTO v_qids, v_maxwait
           FROM queen.queues q
          WHERE q.tenant_id = v_tenant
            AND (v_ns IS NULL OR q.namespace = v_ns)
@@ -345,6 +359,9 @@ BEGIN
         CONTINUE WHEN NOT v_l.ok;
         v_cur_ts := v_l.cur_ts;
         v_cur_id := v_l.cur_id;
+        IF v_maxwait THEN
+            v_oldest := queen.pop_oldest_deliverable(c.qid, v_now);
+        END IF;
 
         -- read after the cursor in position order, skipping delayed messages
         -- (columns, not one jsonb object per message: the broker builds the JSON;
@@ -360,7 +377,7 @@ BEGIN
           FROM (SELECT * FROM queen.messages mm
                  WHERE mm.partition_id = c.partition_id
                    AND (mm.created_at, mm.id) > (v_cur_ts, v_cur_id)
-                   AND mm.created_at >= queen.pop_oldest_deliverable(c.qid, v_now)
+                   AND mm.created_at >= v_oldest
                    AND (c.delayed_processing <= 0
                         OR mm.created_at <= v_now - c.delayed_processing * interval '1 second')
                  ORDER BY mm.created_at, mm.id

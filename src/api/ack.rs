@@ -1,5 +1,5 @@
 //! `POST /api/v1/ack` and `POST /api/v1/ack/batch` (http-api.md §5). Both
-//! go to `queen.ack_batch` through the shard's ack lane, which fuses
+//! go to `queen.ack_typed` through the shard's ack lane, which fuses
 //! concurrent requests into one call and answers each from its own slice; a
 //! refused ack (unknown message, expired lease) is `success: false` in its
 //! slot with HTTP 200.
@@ -17,7 +17,7 @@ const MAX_ACKS: usize = 10_000;
 /// The statuses an ack may carry.
 const STATUSES: &[&str] = &["completed", "success", "failed", "dlq", "retry"];
 
-/// One validated acknowledgement, as `queen.ack_batch` takes it. `default_group`
+/// One validated acknowledgement, as `queen.ack_batch` takes one (sent to `queen.ack_typed` as arrays). `default_group`
 /// applies when the item names none; `label` prefixes field names in errors.
 pub fn parse_ack(
     m: &Map<String, Value>,

@@ -1,6 +1,6 @@
 //! Ack fusion: the `POST /api/v1/ack` and `/ack/batch` requests that arrive
 //! on a shard while earlier ack batches are in flight are merged into one
-//! `queen.ack_batch` call (one DB round trip, one transaction), and each
+//! `queen.ack_typed` call (one DB round trip, one transaction), and each
 //! request is answered from its own slice of the per-item results.
 //!
 //! Runs on the shard thread only. The lanes are [`AckLanes`], a field of the

@@ -33,8 +33,6 @@ pub enum Proc {
     Pop,
     /// `queen.pop_conflated`: pop under the group's conflation policy (§17).
     PopConflated,
-    /// `queen.ack_batch`: apply acknowledgements.
-    AckBatch,
     /// `queen.extend_lease`.
     ExtendLease,
     /// `queen.transaction`: acks and pushes in one PostgreSQL transaction.
@@ -144,7 +142,6 @@ impl Proc {
             Proc::MetricsSnapshot => "SELECT queen.metrics_snapshot($1::jsonb)",
             Proc::Pop => "SELECT queen.pop($1::jsonb)",
             Proc::PopConflated => "SELECT queen.pop_conflated($1::jsonb)",
-            Proc::AckBatch => "SELECT queen.ack_batch($1::jsonb)",
             Proc::ExtendLease => "SELECT queen.extend_lease($1::jsonb)",
             Proc::Transaction => "SELECT queen.transaction($1::jsonb)",
             Proc::DlqList => "SELECT queen.dlq_list($1::jsonb)",
@@ -218,7 +215,7 @@ pub enum Job {
         /// Items per request.
         counts: Vec<usize>,
     },
-    /// A fused ack batch: one `queen.ack_batch` call for the acks of several
+    /// A fused ack batch: one `queen.ack_typed` call for the acks of several
     /// requests; answered `StoreReply::Push` (one result per request, each
     /// the request's slice). A call PostgreSQL rejects is re-run request by
     /// request on these same items, so one bad request fails alone.
