@@ -26,10 +26,12 @@
 //! - and, spawned as they go, push and ack batches (`crate::shard::lanes`).
 
 use crate::config::Config;
-use crate::mesh::{Envelope, Notice};
+use crate::mesh::Envelope;
 use crate::metrics;
+use crate::metrics::stages::Stage;
 use crate::shard::ephemeral::{self, handover::Call};
 use crate::shard::{Links, Shard};
+use crate::store::jobs::{JobKind, Timing};
 use crate::store::{JobEnvelope, ReplyEnvelope};
 use crossbeam_channel::Sender;
 use shards::inbox::{latency_queue, InboxReceiver};
@@ -50,7 +52,7 @@ pub struct ShardInit {
     /// This shard's DB reply inbox.
     pub replies: InboxReceiver<ReplyEnvelope>,
     /// This shard's notice inbox (from the mesh thread).
-    pub notices: InboxReceiver<Notice>,
+    pub notices: InboxReceiver<crate::mesh::Delivered>,
     /// The DB job queue.
     pub jobs: Sender<JobEnvelope>,
     /// The KV pool's job queue.
@@ -107,6 +109,9 @@ pub async fn run(id: ShardId, init: ShardInit) {
         let mut buf = Vec::with_capacity(REPLY_DRAIN_BATCH);
         while replies.recv_batch(&mut buf, REPLY_DRAIN_BATCH).await > 0 {
             for r in buf.drain(..) {
+                if let Some(t) = &r.timing {
+                    job_stages(&s, t);
+                }
                 s.db.complete(r);
             }
         }
@@ -116,7 +121,10 @@ pub async fn run(id: ShardId, init: ShardInit) {
     spawn_drain(id, queue, async move {
         let mut buf = Vec::with_capacity(REPLY_DRAIN_BATCH);
         while notices.recv_batch(&mut buf, REPLY_DRAIN_BATCH).await > 0 {
-            for n in buf.drain(..) {
+            for (n, sent) in buf.drain(..) {
+                if let Some(sent) = sent {
+                    s.counters.stage(Stage::Notice, sent.elapsed());
+                }
                 s.apply(&n);
             }
         }
@@ -147,6 +155,20 @@ pub async fn run(id: ShardId, init: ShardInit) {
         log::error!("shard {id}: HTTP server failed: {e}");
     }
     log::debug!("shard {id}: stopped");
+}
+
+/// Counts a DB job's time in the job queue, on its DB thread, and on its
+/// way back (the `db_*` stages of `crate::metrics::stages`).
+fn job_stages(shard: &Shard, t: &Timing) {
+    let run = match t.kind {
+        JobKind::Push => Stage::DbPush,
+        JobKind::Pop => Stage::DbPop,
+        JobKind::Ack => Stage::DbAck,
+        JobKind::Call => Stage::DbCall,
+    };
+    shard.counters.stage(Stage::DbQueue, t.queued);
+    shard.counters.stage(run, t.ran);
+    shard.counters.stage(Stage::DbReply, t.done.elapsed());
 }
 
 /// Starts the spool's replay and flag refresh with the parts of `shard`

@@ -41,7 +41,7 @@ pub mod state;
 
 pub use config::MeshConfig;
 use crossbeam_channel::{Receiver, Sender};
-pub use notice::{Envelope, EphNotice, Notice};
+pub use notice::{Delivered, Envelope, EphNotice, Notice};
 use shards::inbox::InboxSender;
 use state::MeshState;
 use std::collections::HashSet;
@@ -115,7 +115,7 @@ pub fn start(
     server_id: &str,
     listener: Option<TcpListener>,
     rx: Receiver<Envelope>,
-    shards: Vec<InboxSender<Notice>>,
+    shards: Vec<InboxSender<Delivered>>,
 ) -> Mesh {
     let tcp = listener.is_some();
     let peers = if tcp { m.peers.clone() } else { Vec::new() };
@@ -198,7 +198,7 @@ pub fn channel() -> (Sender<Envelope>, Receiver<Envelope>) {
 /// Where the fan-out thread sends notices.
 struct FanOut {
     /// Every shard's notice inbox.
-    shards: Vec<InboxSender<Notice>>,
+    shards: Vec<InboxSender<Delivered>>,
     /// Every peer dialer's queue of encoded notice payloads.
     peers: Vec<Sender<Arc<Vec<u8>>>>,
     /// Counters.
@@ -269,7 +269,7 @@ impl FanOut {
             for (i, inbox) in self.shards.iter().enumerate() {
                 if i != env.from.0 {
                     // A full inbox drops the hint; the waiter's slow recheck covers it.
-                    let _ = inbox.try_send(env.notice.clone());
+                    let _ = inbox.try_send((env.notice.clone(), Some(env.sent)));
                 }
             }
         }
@@ -295,7 +295,7 @@ impl FanOut {
         for n in batch.iter() {
             if seen.insert(n) {
                 for inbox in &self.shards {
-                    let _ = inbox.try_send(n.clone());
+                    let _ = inbox.try_send((n.clone(), None));
                 }
             }
         }

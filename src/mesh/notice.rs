@@ -99,4 +99,10 @@ pub struct Envelope {
     pub from: ShardId,
     /// The notice.
     pub notice: Notice,
+    /// When the shard sent it (for the `notice` stage).
+    pub sent: std::time::Instant,
 }
+
+/// A notice as a shard's inbox receives it: with the time its origin shard
+/// sent it when that was a shard of this broker (`None`: from a peer).
+pub type Delivered = (Notice, Option<std::time::Instant>);

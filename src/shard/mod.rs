@@ -183,6 +183,7 @@ impl Shard {
         let _ = self.mesh.try_send(Envelope {
             from: self.id,
             notice,
+            sent: std::time::Instant::now(),
         });
     }
 
