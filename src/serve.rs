@@ -13,8 +13,8 @@
 //! - the stop watch: fires `Shard::stopping` when shutdown starts;
 //! - the reply drain: takes DB replies off the shard's inbox and completes
 //!   the waiting requests (`crate::store::DbClient::complete`);
-//! - the notice drain: takes notices from the mesh thread and applies them
-//!   (`Shard::apply`);
+//! - the notice drain: takes notices from the other shards (and, from peer
+//!   brokers, the mesh thread) and applies them (`Shard::apply`);
 //! - the ephemeral drain: takes hand-overs from other shards and runs each
 //!   in a task of its own (`crate::shard::ephemeral::exec::serve`), and the
 //!   ephemeral sweep, declaration reload and (shard 0) member beacon
@@ -26,7 +26,7 @@
 //! - and, spawned as they go, push and ack batches (`crate::shard::lanes`).
 
 use crate::config::Config;
-use crate::mesh::Envelope;
+use crate::mesh::{Delivered, Notice};
 use crate::metrics;
 use crate::metrics::stages::Stage;
 use crate::shard::ephemeral::{self, handover::Call};
@@ -34,7 +34,7 @@ use crate::shard::{Links, Shard};
 use crate::store::jobs::{JobKind, Timing};
 use crate::store::{JobEnvelope, ReplyEnvelope};
 use crossbeam_channel::Sender;
-use shards::inbox::{latency_queue, InboxReceiver};
+use shards::inbox::{latency_queue, InboxReceiver, InboxSender};
 use shards::shutdown::ShutdownListener;
 use shards::ShardId;
 use std::rc::Rc;
@@ -51,8 +51,8 @@ pub struct ShardInit {
     pub cfg: Arc<Config>,
     /// This shard's DB reply inbox.
     pub replies: InboxReceiver<ReplyEnvelope>,
-    /// This shard's notice inbox (from the mesh thread).
-    pub notices: InboxReceiver<crate::mesh::Delivered>,
+    /// This shard's notice inbox (from the other shards and, for peers, the mesh thread).
+    pub notices: InboxReceiver<Delivered>,
     /// The DB job queue.
     pub jobs: Sender<JobEnvelope>,
     /// The KV pool's job queue.
@@ -60,7 +60,9 @@ pub struct ShardInit {
     /// The broker's KV/timers kill switches.
     pub kv_switch: Arc<crate::shard::kv_switch::KvSwitch>,
     /// The queue to the mesh thread.
-    pub mesh: Sender<Envelope>,
+    pub mesh: Sender<Notice>,
+    /// Every shard's notice inbox (index = shard id).
+    pub siblings: Vec<InboxSender<Delivered>>,
     /// Mesh peer states and counters (atomics written by the mesh threads).
     pub mesh_state: Arc<crate::mesh::state::MeshState>,
     /// Shutdown signal.
@@ -84,6 +86,7 @@ pub async fn run(id: ShardId, init: ShardInit) {
             kv_jobs: init.kv_jobs,
             kv_switch: init.kv_switch,
             mesh: init.mesh,
+            siblings: init.siblings,
             mesh_state: init.mesh_state,
             stats: init.stats,
             eph: init.eph,

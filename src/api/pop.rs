@@ -274,7 +274,9 @@ pub async fn handle(shard: &Rc<Shard>, req: &Request, scope: Scope) -> Result<Re
         if signal.generation() != generation {
             let now = Instant::now();
             if let Some(fired) = signal.fired_at() {
-                shard.counters.stage(Stage::Wake, now.saturating_duration_since(fired));
+                shard
+                    .counters
+                    .stage(Stage::Wake, now.saturating_duration_since(fired));
             }
             woken = Some(now);
         }

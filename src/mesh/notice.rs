@@ -1,9 +1,8 @@
 //! What the mesh carries: a [`Notice`] (a hint about state in PostgreSQL,
-//! never data) and the [`Envelope`] a shard sends it in. Below the fan-out
+//! never data) and the [`Delivered`] form a shard's inbox takes it in. Below the fan-out
 //! thread and the peer links, which both move notices.
 
 use serde::{Deserialize, Serialize};
-use shards::ShardId;
 
 /// A hint about state in PostgreSQL.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -90,17 +89,6 @@ pub enum EphNotice {
         /// Deleted, not only reset.
         undeclare: bool,
     },
-}
-
-/// A notice with the shard it came from.
-#[derive(Debug)]
-pub struct Envelope {
-    /// Origin shard (not sent back to it).
-    pub from: ShardId,
-    /// The notice.
-    pub notice: Notice,
-    /// When the shard sent it (for the `notice` stage).
-    pub sent: std::time::Instant,
 }
 
 /// A notice as a shard's inbox receives it: with the time its origin shard

@@ -66,8 +66,7 @@ const NAMES: [&str; 10] = [
 /// Upper bounds of the buckets, seconds: from a thread hand-off (tens of µs)
 /// to a saturated pool (a second).
 const BUCKETS_S: [f64; 14] = [
-    0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.003, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
-    1.0,
+    0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.003, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0,
 ];
 
 /// One stage's counts.
