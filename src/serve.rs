@@ -169,8 +169,9 @@ fn job_stages(shard: &Shard, t: &Timing) {
         JobKind::Ack => Stage::DbAck,
         JobKind::Call => Stage::DbCall,
     };
-    shard.counters.stage(Stage::DbQueue, t.queued);
-    shard.counters.stage(run, t.ran);
+    let us = |n: u32| std::time::Duration::from_micros(n.into());
+    shard.counters.stage(Stage::DbQueue, us(t.queued_us));
+    shard.counters.stage(run, us(t.ran_us));
     shard.counters.stage(Stage::DbReply, t.done.elapsed());
 }
 

@@ -201,12 +201,7 @@ fn serve(
             unavailable(env.job, "database not connected yet")
         };
         let done = Instant::now();
-        let timing = Timing {
-            kind,
-            queued: taken.saturating_duration_since(env.sent),
-            ran: done - taken,
-            done,
-        };
+        let timing = Timing::new(kind, env.sent, taken, done);
         if let Some(inbox) = replies.get(env.shard.0) {
             // The shard may be shutting down; a lost reply then only drops an answer nobody awaits.
             let _ = inbox.send_blocking(ReplyEnvelope {

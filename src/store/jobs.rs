@@ -329,16 +329,31 @@ pub enum JobKind {
 }
 
 /// A request-group job's time on the DB side, measured by its DB thread.
+/// Compact (µs as `u32`, 32 bytes): every slot of a shard's reply inbox is
+/// allocated up front and carries one.
 #[derive(Debug, Clone, Copy)]
 pub struct Timing {
     /// The job's kind.
     pub kind: JobKind,
-    /// In the job queue: queued by the shard → taken by a DB thread.
-    pub queued: Duration,
-    /// Taken → its reply built (connection checkout, the round trip).
-    pub ran: Duration,
+    /// In the job queue, µs: queued by the shard → taken by a DB thread.
+    pub queued_us: u32,
+    /// Taken → its reply built (connection checkout, the round trip), µs.
+    pub ran_us: u32,
     /// When the reply was built (the shard measures the hop back from it).
     pub done: Instant,
+}
+
+impl Timing {
+    /// The timing of a job queued at `sent`, taken at `taken`, done at `done`.
+    pub fn new(kind: JobKind, sent: Instant, taken: Instant, done: Instant) -> Timing {
+        let us = |d: Duration| u32::try_from(d.as_micros()).unwrap_or(u32::MAX);
+        Timing {
+            kind,
+            queued_us: us(taken.saturating_duration_since(sent)),
+            ran_us: us(done.saturating_duration_since(taken)),
+            done,
+        }
+    }
 }
 
 impl Job {
