@@ -64,8 +64,10 @@
 //!     flags, shared with its replay task;
 //!   - `counters`: its writing handle on its metrics slot, and its per-queue
 //!     counters;
-//!   - `mesh`, `mesh_state`, `stopping`: its end of the queue to the mesh
-//!     thread, the mesh's atomics (read only), its shutdown signal;
+//!   - `mesh`, `siblings`, `mesh_state`, `stopping`: its end of the queue to
+//!     the mesh thread (for peers), every shard's notice inbox (a notice goes
+//!     straight to the other shards), the mesh's atomics (read only), its
+//!     shutdown signal;
 //!   - `eph`: its ephemeral rings (only the partitions `owner::shard_of`
 //!     gives it; a request on another shard is handed over on this shard's
 //!     ephemeral inbox), its copy of the declarations, its mesh member table
@@ -218,7 +220,13 @@ fn main() {
     let (db, jobs, kv_jobs) = store::db_group::DbGroup::start(&cfg.db, reply_tx);
     let kv_switch = Arc::new(shard::kv_switch::KvSwitch::default());
     let stats = metrics::Board::new(cfg.nr_shards);
-    let mesh = mesh::start(&cfg.mesh, &cfg.server_id, mesh_listener, mesh_rx, notice_tx);
+    let mesh = mesh::start(
+        &cfg.mesh,
+        &cfg.server_id,
+        mesh_listener,
+        mesh_rx,
+        notice_tx.clone(),
+    );
     let eph_me = shard::ephemeral::owner::Member {
         id: cfg.server_id.clone(),
         http: eph_http_addr(&cfg),
@@ -236,6 +244,7 @@ fn main() {
             kv_jobs: kv_jobs.clone(),
             kv_switch: kv_switch.clone(),
             mesh: mesh_tx.clone(),
+            siblings: notice_tx.clone(),
             mesh_state: mesh.state(),
             shutdown: shutdown.clone(),
             stats: stats.clone(),
@@ -247,7 +256,7 @@ fn main() {
             },
         })
         .collect();
-    drop((jobs, kv_jobs, mesh_tx, eph_tx));
+    drop((jobs, kv_jobs, mesh_tx, eph_tx, notice_tx));
     let pool = match shards::pool::PoolBuilder::new(cfg.nr_shards)
         .name("shard")
         .spawn(inits, |id: ShardId, init: serve::ShardInit| {

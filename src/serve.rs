@@ -13,8 +13,8 @@
 //! - the stop watch: fires `Shard::stopping` when shutdown starts;
 //! - the reply drain: takes DB replies off the shard's inbox and completes
 //!   the waiting requests (`crate::store::DbClient::complete`);
-//! - the notice drain: takes notices from the mesh thread and applies them
-//!   (`Shard::apply`);
+//! - the notice drain: takes notices from the other shards (and, from peer
+//!   brokers, the mesh thread) and applies them (`Shard::apply`);
 //! - the ephemeral drain: takes hand-overs from other shards and runs each
 //!   in a task of its own (`crate::shard::ephemeral::exec::serve`), and the
 //!   ephemeral sweep, declaration reload and (shard 0) member beacon
@@ -26,13 +26,15 @@
 //! - and, spawned as they go, push and ack batches (`crate::shard::lanes`).
 
 use crate::config::Config;
-use crate::mesh::{Envelope, Notice};
+use crate::mesh::{Delivered, Notice};
 use crate::metrics;
+use crate::metrics::stages::Stage;
 use crate::shard::ephemeral::{self, handover::Call};
 use crate::shard::{Links, Shard};
+use crate::store::jobs::{JobKind, Timing};
 use crate::store::{JobEnvelope, ReplyEnvelope};
 use crossbeam_channel::Sender;
-use shards::inbox::{latency_queue, InboxReceiver};
+use shards::inbox::{latency_queue, InboxReceiver, InboxSender};
 use shards::shutdown::ShutdownListener;
 use shards::ShardId;
 use std::rc::Rc;
@@ -49,8 +51,8 @@ pub struct ShardInit {
     pub cfg: Arc<Config>,
     /// This shard's DB reply inbox.
     pub replies: InboxReceiver<ReplyEnvelope>,
-    /// This shard's notice inbox (from the mesh thread).
-    pub notices: InboxReceiver<Notice>,
+    /// This shard's notice inbox (from the other shards and, for peers, the mesh thread).
+    pub notices: InboxReceiver<Delivered>,
     /// The DB job queue.
     pub jobs: Sender<JobEnvelope>,
     /// The KV pool's job queue.
@@ -58,7 +60,9 @@ pub struct ShardInit {
     /// The broker's KV/timers kill switches.
     pub kv_switch: Arc<crate::shard::kv_switch::KvSwitch>,
     /// The queue to the mesh thread.
-    pub mesh: Sender<Envelope>,
+    pub mesh: Sender<Notice>,
+    /// Every shard's notice inbox (index = shard id).
+    pub siblings: Vec<InboxSender<Delivered>>,
     /// Mesh peer states and counters (atomics written by the mesh threads).
     pub mesh_state: Arc<crate::mesh::state::MeshState>,
     /// Shutdown signal.
@@ -82,6 +86,7 @@ pub async fn run(id: ShardId, init: ShardInit) {
             kv_jobs: init.kv_jobs,
             kv_switch: init.kv_switch,
             mesh: init.mesh,
+            siblings: init.siblings,
             mesh_state: init.mesh_state,
             stats: init.stats,
             eph: init.eph,
@@ -107,6 +112,9 @@ pub async fn run(id: ShardId, init: ShardInit) {
         let mut buf = Vec::with_capacity(REPLY_DRAIN_BATCH);
         while replies.recv_batch(&mut buf, REPLY_DRAIN_BATCH).await > 0 {
             for r in buf.drain(..) {
+                if let Some(t) = &r.timing {
+                    job_stages(&s, t);
+                }
                 s.db.complete(r);
             }
         }
@@ -116,7 +124,10 @@ pub async fn run(id: ShardId, init: ShardInit) {
     spawn_drain(id, queue, async move {
         let mut buf = Vec::with_capacity(REPLY_DRAIN_BATCH);
         while notices.recv_batch(&mut buf, REPLY_DRAIN_BATCH).await > 0 {
-            for n in buf.drain(..) {
+            for (n, sent) in buf.drain(..) {
+                if let Some(sent) = sent {
+                    s.counters.stage(Stage::Notice, sent.elapsed());
+                }
                 s.apply(&n);
             }
         }
@@ -147,6 +158,21 @@ pub async fn run(id: ShardId, init: ShardInit) {
         log::error!("shard {id}: HTTP server failed: {e}");
     }
     log::debug!("shard {id}: stopped");
+}
+
+/// Counts a DB job's time in the job queue, on its DB thread, and on its
+/// way back (the `db_*` stages of `crate::metrics::stages`).
+fn job_stages(shard: &Shard, t: &Timing) {
+    let run = match t.kind {
+        JobKind::Push => Stage::DbPush,
+        JobKind::Pop => Stage::DbPop,
+        JobKind::Ack => Stage::DbAck,
+        JobKind::Call => Stage::DbCall,
+    };
+    let us = |n: u32| std::time::Duration::from_micros(n.into());
+    shard.counters.stage(Stage::DbQueue, us(t.queued_us));
+    shard.counters.stage(run, us(t.ran_us));
+    shard.counters.stage(Stage::DbReply, t.done.elapsed());
 }
 
 /// Starts the spool's replay and flag refresh with the parts of `shard`

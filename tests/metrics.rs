@@ -362,6 +362,56 @@ fn parked_consumers_show_while_a_long_poll_waits() {
     assert_eq!(b.get("/metrics").json()["parkedConsumers"], 0);
 }
 
+/// Issue 18: `queen_stage_duration_seconds` counts each stage a message
+/// passes on its way from a push to a parked long poll.
+#[test]
+fn stage_histograms_follow_a_message_from_push_to_a_woken_pop() {
+    let db = Db::fresh();
+    // Rechecks so slow that only the push notice wakes the parked pop.
+    let b = Broker::builder(&db)
+        .env("POP_WAIT_INITIAL_INTERVAL_MS", "10000")
+        .env("POP_WAIT_MAX_INTERVAL_MS", "10000")
+        .start();
+    let port = b.port;
+    let waiter = std::thread::spawn(move || {
+        let mut c = Conn::connect(port).expect("connect");
+        c.set_timeout(std::time::Duration::from_secs(30));
+        c.get("/api/v1/pop/queue/st?wait=true&timeout=10000")
+            .expect("pop answers")
+            .status
+    });
+    check_for(std::time::Duration::from_secs(4), || {
+        let m = b.get("/metrics").json();
+        (m["parkedConsumers"] == 1).then_some(())
+    });
+    b.push_n("st", "p", "m", 1);
+    assert_eq!(waiter.join().unwrap(), 200);
+    let (_, e) = scrape(&b);
+    assert_eq!(e.types["queen_stage_duration_seconds"], "histogram");
+    let count = |stage: &str| e.value("queen_stage_duration_seconds_count", &[("stage", stage)]);
+    assert_eq!(count("push"), 1.0);
+    assert_eq!(count("db_push"), 1.0);
+    assert_eq!(
+        count("pop_woken"),
+        1.0,
+        "the parked pop was woken once and delivered"
+    );
+    assert!(count("wake") >= 1.0);
+    assert!(
+        count("db_pop") >= 2.0,
+        "an empty attempt, then the delivering one"
+    );
+    assert!(count("db_queue") >= 3.0 && count("db_reply") == count("db_queue"));
+    for s in e.series("queen_stage_duration_seconds_count") {
+        let stage = s.labels["stage"].as_str();
+        let inf = e.value(
+            "queen_stage_duration_seconds_bucket",
+            &[("stage", stage), ("le", "+Inf")],
+        );
+        assert_eq!(inf, s.value, "{stage}: +Inf bucket is the count");
+    }
+}
+
 #[test]
 fn json_metrics_have_the_spec_keys() {
     let db = Db::fresh();

@@ -17,6 +17,7 @@ use super::{params, pop_autopilot, pop_conflation};
 use crate::config::SubscriptionDefault;
 use crate::error::ApiError;
 use crate::ids::uuid_v7;
+use crate::metrics::stages::Stage;
 use crate::shard::Shard;
 use crate::store::Proc;
 use futures_lite::future::or;
@@ -227,6 +228,8 @@ pub async fn handle(shard: &Rc<Shard>, req: &Request, scope: Scope) -> Result<Re
     let cfg = &shard.cfg.pop;
     let mut interval = Duration::from_millis(cfg.wait_initial_ms);
     let mut empties = 0u32;
+    // When a notice last woke this pop (for the `pop_woken` stage).
+    let mut woken: Option<Instant> = None;
     loop {
         let generation = signal.generation();
         pop.arg["leaseId"] = Value::String(uuid_v7());
@@ -249,6 +252,9 @@ pub async fn handle(shard: &Rc<Shard>, req: &Request, scope: Scope) -> Result<Re
             .or_else(|| result.pointer("/messages/0/queue").and_then(Value::as_str))
             .map(str::to_string);
         if let Some(resp) = answer(&pop, result) {
+            if let Some(w) = woken {
+                shard.counters.stage(Stage::PopWoken, w.elapsed());
+            }
             shard.counters.popped(named.as_deref(), delivered);
             return Ok(resp);
         }
@@ -265,6 +271,15 @@ pub async fn handle(shard: &Rc<Shard>, req: &Request, scope: Scope) -> Result<Re
             shard.stopping.wait(),
         )
         .await;
+        if signal.generation() != generation {
+            let now = Instant::now();
+            if let Some(fired) = signal.fired_at() {
+                shard
+                    .counters
+                    .stage(Stage::Wake, now.saturating_duration_since(fired));
+            }
+            woken = Some(now);
+        }
         empties += 1;
         if empties >= cfg.wait_backoff_threshold {
             let next = interval.as_secs_f64() * cfg.wait_backoff_multiplier;

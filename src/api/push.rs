@@ -9,6 +9,7 @@ use super::params;
 use super::reply::json;
 use crate::error::ApiError;
 use crate::ids::uuid_v7;
+use crate::metrics::stages::Stage;
 use crate::shard::Shard;
 use crate::store::{PushStatus, StoreError};
 use serde::Serialize;
@@ -16,6 +17,7 @@ use serde_json::{json, Map, Value};
 use shards::http::{Request, Response};
 use std::collections::HashMap;
 use std::rc::Rc;
+use std::time::Instant;
 use uuid::Uuid;
 
 /// Name of the partition an item without one goes to.
@@ -105,6 +107,7 @@ pub fn stored_items(items: Vec<Value>) -> Result<Vec<Value>, ApiError> {
 
 /// Handles `POST /api/v1/push`.
 pub async fn handle(shard: &Rc<Shard>, req: &Request) -> Result<Response, ApiError> {
+    let started = Instant::now();
     // Take the items out of the parsed body and drop the rest, so nothing
     // of the raw request stays alive while the batch is in flight.
     let Some(Value::Array(raw)) = params::object_body(req)?.remove("items") else {
@@ -145,6 +148,7 @@ pub async fn handle(shard: &Rc<Shard>, req: &Request) -> Result<Response, ApiErr
         .collect();
     let body = serde_json::to_vec(&out).map_err(|e| ApiError::Internal(e.to_string()))?;
     shard.counters.pushed(out.len());
+    shard.counters.stage(Stage::Push, started.elapsed());
     Ok(Response::json(201, body))
 }
 

@@ -3,7 +3,7 @@
 //!
 //! # Layout
 //! - `mod.rs` (this file): the fan-out thread, boot ([`bind`], [`start`]).
-//! - `notice`: [`Notice`], what travels, and its [`Envelope`] from a shard.
+//! - `notice`: [`Notice`], what travels, and its [`Delivered`] form in a shard's inbox.
 //! - `config`: the `QUEEN_MESH_*` / `QUEEN_SYNC_*` settings ([`MeshConfig`]).
 //! - `admission`: which inbound connections get a thread (handshake and peer slots).
 //! - `frame`: wire framing, per-frame MACs and sequence numbers.
@@ -13,15 +13,16 @@
 //! - `state`: peer states and counters, read by `GET /api/v1/system/shared-state`.
 //!
 //! # Threads and ownership
-//! Shards send [`Envelope`]s on one bounded crossbeam queue (`try_send`; a
-//! full queue drops the hint, which only costs latency because parked pops
-//! also recheck on a timer). The pinned `mesh` thread drains it and the
-//! queue of notices from peers in batches, drops repeats within a batch (a
-//! burst of pushes to one queue wakes each shard once), forwards each local
-//! notice to every shard's inbox except the one it came from (that shard
-//! woke its own waiters already) and, encoded once per batch, to every
-//! peer's dialer queue; a peer's notice goes to every local shard and never
-//! back out to peers (one hop: every broker dials every peer it lists).
+//! A shard puts its notice straight into every other shard's inbox (no
+//! thread between a commit on one shard and a long poll parked on another;
+//! issue 18) and, when the TCP side runs, sends it on one
+//! bounded crossbeam queue to the `mesh` thread (`try_send`; a full queue
+//! drops the hint, which only costs latency because parked pops also recheck
+//! on a timer). The mesh thread drains that queue and the queue of notices
+//! from peers in batches, drops repeats within a batch, sends each local
+//! notice, encoded once per batch, to every peer's dialer queue, and each
+//! peer's notice to every local shard, never back out to peers (one hop:
+//! every broker dials every peer it lists).
 //! The TCP side (`peer`) runs on plain threads with blocking sockets, only
 //! when `QUEEN_SYNC_ENABLED` and `QUEEN_MESH_PEERS` is non-empty (SEC-30).
 //!
@@ -41,7 +42,7 @@ pub mod state;
 
 pub use config::MeshConfig;
 use crossbeam_channel::{Receiver, Sender};
-pub use notice::{Envelope, EphNotice, Notice};
+pub use notice::{Delivered, EphNotice, Notice};
 use shards::inbox::InboxSender;
 use state::MeshState;
 use std::collections::HashSet;
@@ -114,8 +115,8 @@ pub fn start(
     m: &MeshConfig,
     server_id: &str,
     listener: Option<TcpListener>,
-    rx: Receiver<Envelope>,
-    shards: Vec<InboxSender<Notice>>,
+    rx: Receiver<Notice>,
+    shards: Vec<InboxSender<Delivered>>,
 ) -> Mesh {
     let tcp = listener.is_some();
     let peers = if tcp { m.peers.clone() } else { Vec::new() };
@@ -191,14 +192,14 @@ pub fn start(
 }
 
 /// Creates the shard → mesh queue.
-pub fn channel() -> (Sender<Envelope>, Receiver<Envelope>) {
+pub fn channel() -> (Sender<Notice>, Receiver<Notice>) {
     crossbeam_channel::bounded(NOTICE_QUEUE_DEPTH)
 }
 
 /// Where the fan-out thread sends notices.
 struct FanOut {
     /// Every shard's notice inbox.
-    shards: Vec<InboxSender<Notice>>,
+    shards: Vec<InboxSender<Delivered>>,
     /// Every peer dialer's queue of encoded notice payloads.
     peers: Vec<Sender<Arc<Vec<u8>>>>,
     /// Counters.
@@ -208,7 +209,7 @@ struct FanOut {
 /// What one wait of the fan-out thread produced.
 enum Event {
     /// A shard's notice (`None`: the shards' queue closed).
-    Local(Option<Envelope>),
+    Local(Option<Notice>),
     /// A peer's notice (`None`: the peer queue closed).
     Remote(Option<Notice>),
     /// Nothing within [`STOP_POLL`].
@@ -216,12 +217,12 @@ enum Event {
 }
 
 fn run(
-    mut local: Receiver<Envelope>,
+    mut local: Receiver<Notice>,
     mut remote: Receiver<Notice>,
     fan: FanOut,
     stop: Arc<AtomicBool>,
 ) {
-    let mut mine: Vec<Envelope> = Vec::with_capacity(DRAIN_BATCH);
+    let mut mine: Vec<Notice> = Vec::with_capacity(DRAIN_BATCH);
     let mut theirs: Vec<Notice> = Vec::new();
     while !stop.load(Ordering::Acquire) {
         let ev = crossbeam_channel::select! {
@@ -254,23 +255,14 @@ fn run(
 }
 
 impl FanOut {
-    /// Fans a batch of this broker's notices to the other shards and the peers.
-    fn local(&self, batch: &mut Vec<Envelope>) {
-        let mut seen: HashSet<(usize, &Notice)> = HashSet::new();
+    /// Sends a batch of this broker's notices to the peers, each once (the
+    /// other shards of this broker had it from the sending shard already).
+    fn local(&self, batch: &mut Vec<Notice>) {
         let mut for_peers: HashSet<&Notice> = HashSet::new();
         let mut unique: Vec<&Notice> = Vec::new();
-        for env in batch.iter() {
-            if !seen.insert((env.from.0, &env.notice)) {
-                continue;
-            }
-            if for_peers.insert(&env.notice) {
-                unique.push(&env.notice);
-            }
-            for (i, inbox) in self.shards.iter().enumerate() {
-                if i != env.from.0 {
-                    // A full inbox drops the hint; the waiter's slow recheck covers it.
-                    let _ = inbox.try_send(env.notice.clone());
-                }
+        for n in batch.iter() {
+            if for_peers.insert(n) {
+                unique.push(n);
             }
         }
         if !self.peers.is_empty() {
@@ -295,7 +287,7 @@ impl FanOut {
         for n in batch.iter() {
             if seen.insert(n) {
                 for inbox in &self.shards {
-                    let _ = inbox.try_send(n.clone());
+                    let _ = inbox.try_send((n.clone(), None));
                 }
             }
         }

@@ -1,9 +1,8 @@
 //! What the mesh carries: a [`Notice`] (a hint about state in PostgreSQL,
-//! never data) and the [`Envelope`] a shard sends it in. Below the fan-out
+//! never data) and the [`Delivered`] form a shard's inbox takes it in. Below the fan-out
 //! thread and the peer links, which both move notices.
 
 use serde::{Deserialize, Serialize};
-use shards::ShardId;
 
 /// A hint about state in PostgreSQL.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -92,11 +91,6 @@ pub enum EphNotice {
     },
 }
 
-/// A notice with the shard it came from.
-#[derive(Debug)]
-pub struct Envelope {
-    /// Origin shard (not sent back to it).
-    pub from: ShardId,
-    /// The notice.
-    pub notice: Notice,
-}
+/// A notice as a shard's inbox receives it: with the time its origin shard
+/// sent it when that was a shard of this broker (`None`: from a peer).
+pub type Delivered = (Notice, Option<std::time::Instant>);

@@ -36,6 +36,7 @@ pub mod process;
 pub mod prom;
 pub mod queues;
 pub mod scrape;
+pub mod stages;
 pub mod streams;
 
 use std::collections::VecDeque;
@@ -119,6 +120,8 @@ pub struct ShardStats {
     pub queues: queues::Slot,
     /// Stream cycles answered and their latency (`crate::api::streams`).
     pub streams: streams::CycleStats,
+    /// Time spent per stage of the push → pop path (`queen_stage_duration_seconds`).
+    pub stages: stages::StageStats,
 }
 
 /// The KV op names, in the order of `ShardStats::kv_ops` (and of the API's
@@ -187,6 +190,11 @@ impl ShardCounters {
     /// This shard's slot.
     pub fn mine(&self) -> &ShardStats {
         &self.board.shards[self.idx]
+    }
+
+    /// Counts one pass through a stage of the push → pop path.
+    pub fn stage(&self, stage: stages::Stage, took: Duration) {
+        self.mine().stages.observe(stage, took);
     }
 
     /// A request was routed; `status` is its answer.

@@ -313,6 +313,7 @@ pub fn text(i: &Inputs) -> String {
     super::families::kv(&mut r, i);
     let queue_ops = super::families::queue_ops(i);
     let streams = super::streams::render(b.shards.iter().map(|s| &s.streams));
+    let stages = super::stages::render(b.shards.iter().map(|s| &s.stages));
 
     let mut out = String::with_capacity(8192 + i.snap.queues_text.len() + queue_ops.len());
     // Writing into a String cannot fail.
@@ -325,6 +326,7 @@ pub fn text(i: &Inputs) -> String {
     out.push_str(&i.snap.queues_text);
     out.push_str(&queue_ops);
     out.push_str(&streams);
+    out.push_str(&stages);
     out.push_str(EOF);
     out
 }

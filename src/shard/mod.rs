@@ -16,13 +16,14 @@ pub mod waiters;
 use crate::auth::TokenCache;
 use crate::config::Config;
 use crate::mesh::state::MeshState;
-use crate::mesh::{Envelope, Notice};
+use crate::mesh::{Delivered, Notice};
 use crate::metrics::dbsnap::SnapshotCache;
 use crate::metrics::{Board, ShardCounters};
 use crate::spool::Spool;
 use crate::store::kv_pool::KvJob;
 use crate::store::{DbClient, JobEnvelope};
 use crossbeam_channel::Sender;
+use shards::inbox::InboxSender;
 use shards::shutdown::LocalSignal;
 use shards::ShardId;
 use std::cell::RefCell;
@@ -41,8 +42,10 @@ pub struct Links {
     pub kv_jobs: Sender<KvJob>,
     /// The broker's KV/timers kill switches (process-wide, see [`kv_switch`]).
     pub kv_switch: Arc<kv_switch::KvSwitch>,
-    /// The queue to the mesh thread.
-    pub mesh: Sender<Envelope>,
+    /// The queue to the mesh thread (notices for the peer brokers).
+    pub mesh: Sender<Notice>,
+    /// Every shard's notice inbox (index = shard id).
+    pub siblings: Vec<InboxSender<Delivered>>,
     /// Mesh peer states and counters (atomics written by the mesh threads).
     pub mesh_state: Arc<MeshState>,
     /// Every shard's metrics slot (this shard writes slot `id`).
@@ -88,8 +91,11 @@ pub struct Shard {
     pub autopilot: autopilot::WidthLanes,
     /// Groups' cached conflation policies (pops; see [`conflation`]).
     pub conflation: conflation::PolicyCache,
-    /// Queue to the mesh thread.
-    mesh: Sender<Envelope>,
+    /// Queue to the mesh thread (for the peer brokers).
+    mesh: Sender<Notice>,
+    /// Every shard's notice inbox (index = shard id): this broker's other
+    /// shards get a notice straight from the shard that sends it.
+    siblings: Vec<InboxSender<Delivered>>,
     /// Mesh peer states and counters (read-only here: atomics, no lock).
     pub mesh_state: Arc<MeshState>,
     /// Fired once when shutdown starts; parked pops answer at once. A
@@ -130,6 +136,7 @@ impl Shard {
             autopilot: autopilot::WidthLanes::default(),
             conflation: conflation::PolicyCache::default(),
             mesh: links.mesh,
+            siblings: links.siblings,
             mesh_state: links.mesh_state,
             stopping: LocalSignal::new(),
             counters: ShardCounters::new(links.stats, id.0),
@@ -175,19 +182,31 @@ impl Shard {
         })
     }
 
-    /// Publishes a notice: wakes this shard's own waiters now and sends it
-    /// through the mesh thread to the others.
+    /// Publishes a notice: wakes this shard's own waiters now, puts it in
+    /// every other shard's inbox, and hands it to the mesh thread for the
+    /// peer brokers (only when there are any).
+    ///
+    /// Why straight to the other shards rather than through the mesh thread
+    /// (issue 18): on a busy 2-core box every extra thread a wake passes
+    /// through waits for a CPU, and the mesh thread was one more hop between
+    /// a commit on one shard and the long poll parked on the other.
     pub fn notify(&self, notice: Notice) {
         self.apply(&notice);
-        // A full mesh queue drops the hint; parked pops recheck on a timer.
-        let _ = self.mesh.try_send(Envelope {
-            from: self.id,
-            notice,
-        });
+        let sent = std::time::Instant::now();
+        for (i, inbox) in self.siblings.iter().enumerate() {
+            if i != self.id.0 {
+                // A full inbox drops the hint; parked pops recheck on a timer.
+                let _ = inbox.try_send((notice.clone(), Some(sent)));
+            }
+        }
+        if self.mesh_state.tcp {
+            // A full mesh queue drops the hint, as above.
+            let _ = self.mesh.try_send(notice);
+        }
     }
 
-    /// Applies a notice to this shard: from its own `notify`, or from the
-    /// mesh thread (another shard or a peer broker) through the notice drain.
+    /// Applies a notice to this shard: from its own `notify`, or through the
+    /// notice drain from another shard or (via the mesh thread) a peer broker.
     pub fn apply(&self, notice: &Notice) {
         match notice {
             Notice::Pushed { queue } => self.waiters.wake(queue),

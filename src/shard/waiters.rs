@@ -15,6 +15,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
+use std::time::Instant;
 
 /// A generation counter with the wakers of the tasks waiting for it to move.
 #[derive(Debug, Default)]
@@ -23,6 +24,8 @@ pub struct Signal {
     generation: Cell<u64>,
     /// Tasks to wake at the next fire.
     wakers: RefCell<Vec<Waker>>,
+    /// When it last fired (a woken waiter measures its wake-up from it).
+    fired_at: Cell<Option<Instant>>,
 }
 
 impl Signal {
@@ -34,9 +37,15 @@ impl Signal {
     /// Moves the generation and wakes every waiting task.
     pub fn fire(&self) {
         self.generation.set(self.generation.get() + 1);
+        self.fired_at.set(Some(Instant::now()));
         for w in self.wakers.take() {
             w.wake();
         }
+    }
+
+    /// When the signal last fired (`None`: never).
+    pub fn fired_at(&self) -> Option<Instant> {
+        self.fired_at.get()
     }
 
     /// Completes once the generation differs from `since`.

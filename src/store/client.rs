@@ -72,6 +72,7 @@ impl DbClient {
             shard: self.shard,
             req: RequestId(id),
             job,
+            sent: Instant::now(),
         };
         let started = Instant::now();
         loop {

@@ -26,7 +26,7 @@ use shards::inbox::InboxSender;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 type Pool = r2d2::Pool<PostgresConnectionManager<Connector>>;
 
@@ -191,6 +191,8 @@ fn serve(
             Err(RecvTimeoutError::Timeout) if !stop.load(Ordering::Acquire) => continue,
             Err(_) => return,
         };
+        let taken = Instant::now();
+        let kind = env.job.kind();
         let reply = if ready.load(Ordering::Acquire) {
             let reply = run(&pool, env.job);
             log_link(&reply);
@@ -198,11 +200,14 @@ fn serve(
         } else {
             unavailable(env.job, "database not connected yet")
         };
+        let done = Instant::now();
+        let timing = Timing::new(kind, env.sent, taken, done);
         if let Some(inbox) = replies.get(env.shard.0) {
             // The shard may be shutting down; a lost reply then only drops an answer nobody awaits.
             let _ = inbox.send_blocking(ReplyEnvelope {
                 req: env.req,
                 reply: Reply::Store(reply),
+                timing: Some(timing),
             });
         }
     }

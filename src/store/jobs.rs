@@ -7,6 +7,7 @@
 use serde_json::Value;
 use shards::ShardId;
 use std::fmt;
+use std::time::{Duration, Instant};
 
 /// A per-shard request id; unique among the shard's in-flight jobs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -296,6 +297,8 @@ pub struct JobEnvelope {
     pub req: RequestId,
     /// The work.
     pub job: Job,
+    /// When the shard queued it (for the `db_queue` stage).
+    pub sent: Instant,
 }
 
 /// A reply on its way back to a shard.
@@ -305,6 +308,63 @@ pub struct ReplyEnvelope {
     pub req: RequestId,
     /// The outcome.
     pub reply: Reply,
+    /// How the job's time was spent (request-group jobs only).
+    pub timing: Option<Timing>,
+}
+
+/// Which kind of job a [`Timing`] is about (its `db_*` stage).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobKind {
+    /// A push batch.
+    Push,
+    /// A pop.
+    Pop,
+    /// An ack batch.
+    Ack,
+    /// Any other call or the health probe.
+    Call,
+}
+
+/// A request-group job's time on the DB side, measured by its DB thread.
+/// Compact (µs as `u32`, 32 bytes): every slot of a shard's reply inbox is
+/// allocated up front and carries one.
+#[derive(Debug, Clone, Copy)]
+pub struct Timing {
+    /// The job's kind.
+    pub kind: JobKind,
+    /// In the job queue, µs: queued by the shard → taken by a DB thread.
+    pub queued_us: u32,
+    /// Taken → its reply built (connection checkout, the round trip), µs.
+    pub ran_us: u32,
+    /// When the reply was built (the shard measures the hop back from it).
+    pub done: Instant,
+}
+
+impl Timing {
+    /// The timing of a job queued at `sent`, taken at `taken`, done at `done`.
+    pub fn new(kind: JobKind, sent: Instant, taken: Instant, done: Instant) -> Timing {
+        let us = |d: Duration| u32::try_from(d.as_micros()).unwrap_or(u32::MAX);
+        Timing {
+            kind,
+            queued_us: us(taken.saturating_duration_since(sent)),
+            ran_us: us(done.saturating_duration_since(taken)),
+            done,
+        }
+    }
+}
+
+impl Job {
+    /// This job's kind, for its timing.
+    pub fn kind(&self) -> JobKind {
+        match self {
+            Job::PushBatch { .. } => JobKind::Push,
+            Job::AckBatch { .. } => JobKind::Ack,
+            Job::Call {
+                proc: Proc::Pop, ..
+            } => JobKind::Pop,
+            Job::Call { .. } | Job::Health => JobKind::Call,
+        }
+    }
 }
 
 /// What comes back on a shard's reply inbox.

@@ -189,6 +189,7 @@ fn serve(
             let _ = inbox.send_blocking(ReplyEnvelope {
                 req: job.req,
                 reply: Reply::Closure(reply),
+                timing: None,
             });
         }
     }
