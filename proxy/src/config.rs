@@ -111,6 +111,10 @@ pub struct Config {
     pub stale_grace: Duration,
     /// Executors (shards).
     pub nr_shards: usize,
+    /// Pin shard `i` to a core (QUEEN_PROXY_PIN_SHARDS). Off by default: a
+    /// proxy beside its broker on the same cores does best when the kernel
+    /// may run a shard on the core that just woke it (see `main.rs`).
+    pub pin_shards: bool,
     /// Log level.
     pub log_level: log::LevelFilter,
 }
@@ -248,6 +252,7 @@ impl Config {
             default_cluster: var("QUEEN_PROXY_DEFAULT_CLUSTER").map(|s| s.to_ascii_lowercase()),
             stale_grace: millis("QUEEN_PROXY_STALE_GRACE_MS", DEFAULT_STALE_GRACE_MS)?,
             nr_shards,
+            pin_shards: flag("QUEEN_PROXY_PIN_SHARDS", false)?,
             log_level,
         })
     }
@@ -255,10 +260,11 @@ impl Config {
     /// The boot log's summary (no secrets).
     pub fn describe(&self) -> String {
         format!(
-            "{} on {} ({} shards), control database {}:{}/{}, sessions: {}, tenant header {}, body cap {} B, enforce {}, operator routes {}",
+            "{} on {} ({} shards{}), control database {}:{}/{}, sessions: {}, tenant header {}, body cap {} B, enforce {}, operator routes {}",
             if self.tls.is_some() { "TLS" } else { "plaintext HTTP (no TLS: QUEEN_PROXY_TLS_CERT/QUEEN_PROXY_TLS_KEY unset)" },
             self.addr,
             self.nr_shards,
+            if self.pin_shards { ", pinned" } else { "" },
             self.pxdb.host,
             self.pxdb.port,
             self.pxdb.db,

@@ -134,6 +134,14 @@ fn serve() {
     let pool = shards::PoolBuilder::new(cfg.nr_shards)
         .name("proxy")
         .io_memory(IO_MEMORY)
+        // Unpinned by default. A proxy request is two hops on loopback:
+        // caller -> shard -> broker and back. The broker's shards are pinned;
+        // a pinned proxy shard on another core makes every hop a cross-core
+        // wake-up of a core that has gone idle, which on a VM is a halted
+        // vCPU woken by an IPI (the +0.8 ms of a b1 push, issue 16). Left to
+        // the kernel, a woken shard runs where its waker ran and the chain
+        // stays on one core. The proxy has no per-core data to keep warm.
+        .pin(cfg.pin_shards)
         .spawn(
             inits,
             |id: ShardId, (cfg, control, board, server, shutdown)| async move {
