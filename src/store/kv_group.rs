@@ -263,7 +263,7 @@ fn member(mut v: Value) -> Member {
     if let Some(r) = v.get_mut("r") {
         return Member::Done(r.take());
     }
-    let code = v["sqlstate"].as_str().unwrap_or("XX000");
+    let code = v["sqlstate"].as_str().unwrap_or_default();
     if RETRY_ALONE.contains(&code) {
         log::debug!("KV group: a call met {code}; retried alone after the commit");
         return Member::Retry;
