@@ -223,7 +223,6 @@ fn a_call_failing_mid_group_rolls_back_to_its_savepoint_and_its_group_mates_appl
                     failed
                 })
             })
-            .map(|h| h)
             .collect();
         hs.into_iter().map(|h| h.join().unwrap()).sum::<usize>()
     });
