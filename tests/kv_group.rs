@@ -146,20 +146,27 @@ fn a_thousand_concurrent_incr_on_a_two_connection_pool_count_exactly_when_groupe
     let db = Db::fresh();
     let b = Broker::builder(&db).env("QUEEN_KV_POOL_SIZE", "2").start();
     std::thread::scope(|s| {
-        for _ in 0..50 {
+        for t in 0..50 {
             let b = &b;
             s.spawn(move || {
                 let mut c = b.conn();
-                let op = json!([{"op": "incr", "ns": "ctr", "key": "hits", "delta": 1, "forever": true}]);
+                // first writes differ (so the calls group), the hot key rides in each
+                let op = json!([
+                    {"op": "incr", "ns": "ctr", "key": format!("mine/{t}"), "delta": 1, "forever": true},
+                    {"op": "incr", "ns": "ctr", "key": "hits", "delta": 1, "forever": true}
+                ]);
                 for _ in 0..20 {
                     let r = until_served(&mut c, &op);
                     assert_eq!(r.status, 200, "{}", r.text());
-                    assert_eq!(r.json()["results"][0]["applied"], true);
+                    assert_eq!(r.json()["results"][1]["applied"], true);
                 }
             });
         }
     });
     assert_eq!(get(&b, "ctr", "hits")["value"], 1000);
+    for t in 0..50 {
+        assert_eq!(get(&b, "ctr", &format!("mine/{t}"))["value"], 20);
+    }
     assert!(grouped(&b) > 0.0, "50 clients on two connections grouped");
 }
 

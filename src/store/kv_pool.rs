@@ -19,7 +19,9 @@
 //! commit, each call under its own savepoint (`super::kv_group`). Every call
 //! of the group is started (its shard waits for it) before the group runs,
 //! and answered only after the group's commit. A closure met while taking
-//! calls, or a call past the caps, is kept and run next, by this thread.
+//! calls, a call past the caps, or one whose first write is the row a
+//! member's first write locks (a hot key: `KvCall::same_first_row`), is kept
+//! and run next, by this thread.
 //!
 //! # Never a hang
 //! A full pool answers, it does not queue without bound: a job that finds
@@ -245,7 +247,9 @@ impl Thread {
                 Ok(j) => j,
                 Err(TryRecvError::Empty | TryRecvError::Disconnected) => return None,
             };
-            let fits = matches!(&job.work, KvWork::Call(c) if ops + c.len() <= KV_GROUP_MAX_OPS);
+            let fits = matches!(&job.work, KvWork::Call(c)
+                if ops + c.len() <= KV_GROUP_MAX_OPS
+                    && !group.iter().any(|m| m.call.same_first_row(c)));
             if !fits {
                 return Some(job);
             }
