@@ -35,7 +35,8 @@
 //!   maintenance flags; `ApiError` and its one mapping to HTTP. — shards
 //! - `store`, `mesh`: the DB thread group, typed jobs, schema apply, the KV
 //!   pool (`store::kv_pool`: its own connections, closures via
-//!   `DbClient::kv_run`), and the shards' `DbClient`; the notice fan-out and
+//!   `DbClient::kv_run`, KV/lock calls group-committed via
+//!   `DbClient::kv_group_call` and `store::kv_group`), and the shards' `DbClient`; the notice fan-out and
 //!   the peer links. — DB and KV threads (`DbClient` on the shards); mesh threads
 //! - `config`: the boot configuration, aggregated from the settings each
 //!   module below parses itself; its module doc gives the order. — main
@@ -81,8 +82,9 @@
 //!   stop flags; reached only through the bounded job queue, answering on
 //!   the asking shard's inbox.
 //! - kv-n (`store::kv_pool`, started by the DB group): the KV pool's own
-//!   connections and bounded queue, running closures for the KV, locks and
-//!   timers (`DbClient::kv_run`), answering on the same inboxes.
+//!   connections and bounded queue, running closures for the timers and
+//!   the KV jobs (`DbClient::kv_run`) and groups of KV/lock calls, one
+//!   commit each (`DbClient::kv_group_call`), answering on the same inboxes.
 //! - mesh (pinned), and with the TCP mesh its dialer, reader and listener
 //!   threads: the peer links and each batch's dedup; `MeshState` (atomics
 //!   they write and shards read); the listener's `mesh::admission` slots

@@ -309,6 +309,41 @@ BEGIN
 END $$;
 
 -- ---------------------------------------------------------------------------
+-- queen.kv_group(calls) -> [{r: result} | {sqlstate, message}]: the group
+--   commit of the KV pool (src/store/kv_group.rs). calls: [{kind: "kv"|"lock",
+--   tenant, ops, maxRead, hasRequired}], each run as queen.kv_call or
+--   queen.lock_apply inside its own exception block, i.e. its own savepoint:
+--   released when the call returns, rolled back to when it raises (a deadlock,
+--   a lock timeout, ...), so a failed call applies nothing and the others still
+--   apply; its SQLSTATE and text come back in its place (the broker logs the
+--   text and never shows it to a client). One statement, so one implicit
+--   transaction: the whole group commits, or (the statement itself failing:
+--   statement timeout, lost connection) none of it.
+-- ---------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION queen.kv_group(p_calls jsonb) RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+    c     jsonb;
+    r     jsonb;
+    v_out jsonb[] := '{}';
+BEGIN
+    FOR c IN SELECT e FROM jsonb_array_elements(p_calls) WITH ORDINALITY AS t(e, n) ORDER BY n LOOP
+        BEGIN
+            IF c->>'kind' = 'lock' THEN
+                r := jsonb_build_object('r', queen.lock_apply(c->>'tenant', c->'ops'));
+            ELSE
+                r := jsonb_build_object('r', queen.kv_call(c->>'tenant', c->'ops',
+                        (c->>'maxRead')::bigint, (c->>'hasRequired')::boolean));
+            END IF;
+        EXCEPTION WHEN OTHERS THEN
+            r := jsonb_build_object('sqlstate', SQLSTATE, 'message', SQLERRM);
+        END;
+        v_out := v_out || r;
+    END LOOP;
+    RETURN to_jsonb(v_out);
+END $$;
+
+-- ---------------------------------------------------------------------------
 -- queen.kv_namespaces({tenant}) -> {namespaces:[{namespace, rows}]}: live keys
 --   per namespace (the dashboard's KV browser, GET /api/v1/resources/kv/namespaces).
 -- queen.kv_list({tenant, ns, after?, limit}) -> {rows:[{key, version, expiresAt,

@@ -1,7 +1,8 @@
 //! `POST /api/v1/locks` (http-api.md §17): leases on a name, built on the KV
 //! (rows of `queen.kv` in the reserved namespace `_locks`, which no KV call
 //! can name; token = the row's version). One call is one transaction on the
-//! KV pool (`queen.lock_apply`, sql/functions/kv.sql), ops in order,
+//! KV pool (`queen.lock_apply`, sql/functions/kv.sql; or one savepoint of a
+//! group commit, `crate::store::kv_group`), ops in order,
 //! index-aligned results; the KV kill switch stops locks too (503
 //! `kv_unavailable`). Errors are the KV family's (`kv_bad_request`).
 //!
@@ -17,9 +18,7 @@ use super::kv::{gate, ops};
 use super::reply::ok_json;
 use crate::error::ApiError;
 use crate::shard::Shard;
-use crate::store::db_group::classify;
-use crate::store::StoreError;
-use postgres::types::Type;
+use crate::store::kv_group::KvCall;
 use serde_json::{json, Map, Value};
 use shards::http::{Request, Response};
 use std::rc::Rc;
@@ -35,23 +34,14 @@ pub async fn handle(shard: &Rc<Shard>, req: &Request) -> Result<Response, ApiErr
         .map_err(|e| ops::bad("kv_bad_body", format!("Invalid JSON: {e}")))?;
     let raw = ops::body_ops(&body)?;
     let checked = parse(raw, shard)?;
-    let arg = Value::Array(checked);
+    let call = KvCall::lock(tenant, Value::Array(checked));
     let out = shard
         .db
-        .kv_run(move |c| {
-            let rows = c
-                .query_typed(
-                    "SELECT queen.lock_apply($1, $2)",
-                    &[(&tenant, Type::TEXT), (&arg, Type::JSONB)],
-                )
-                .map_err(classify)?;
-            rows.first()
-                .map(|r| r.get::<_, Value>(0))
-                .ok_or_else(|| StoreError::Db("no result row".into()))
-        })
+        .kv_group_call(call)
         .await
         .map_err(ApiError::from_kv_store)?;
-    Ok(ok_json(&out))
+    shard.counters.kv_call(out.group);
+    Ok(ok_json(&out.value))
 }
 
 fn parse(raw: &[Value], shard: &Shard) -> Result<Vec<Value>, ApiError> {

@@ -92,6 +92,12 @@ pub fn kv(r: &mut Registry, i: &Inputs) {
         f.get_or_create(&labels(&[("op", op)])).inc_by(n);
     }
     r.register("queen_kv_ops", "KV ops served, by op", f);
+    counter(
+        r,
+        "queen_kv_grouped_calls",
+        "KV and lock calls that shared their commit with other calls (group commit)",
+        i.board.sum(|s| &s.kv_grouped),
+    );
 }
 
 /// Registers the spool and maintenance families.

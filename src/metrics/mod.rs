@@ -78,6 +78,9 @@ pub struct ShardStats {
     pub transactions: AtomicU64,
     /// KV ops served, by op (`KV_OPS` order; `queen_kv_ops_total{op}`).
     pub kv_ops: [AtomicU64; KV_OPS.len()],
+    /// KV and lock calls that shared their commit with others
+    /// (`queen_kv_grouped_calls_total`, `crate::store::kv_group`).
+    pub kv_grouped: AtomicU64,
     /// Requests answered 5xx.
     pub errors: AtomicU64,
     /// Jobs handed to the DB threads (copied from `DbClient::nr_jobs`).
@@ -275,6 +278,13 @@ impl ShardCounters {
     pub fn kv_op(&self, k: usize) {
         if let Some(a) = self.mine().kv_ops.get(k) {
             bump(a, 1);
+        }
+    }
+
+    /// A KV or lock call was answered after a commit shared by `group` calls.
+    pub fn kv_call(&self, group: usize) {
+        if group > 1 {
+            bump(&self.mine().kv_grouped, 1);
         }
     }
 

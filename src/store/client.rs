@@ -10,7 +10,8 @@
 use super::jobs::{
     Job, JobEnvelope, Proc, Reply, ReplyEnvelope, RequestId, StoreError, StoreReply,
 };
-use super::kv_pool::{JobState, KvJob, KV_QUEUE_PATIENCE};
+use super::kv_group::{CallAnswer, KvCall};
+use super::kv_pool::{JobState, KvJob, KvWork, KV_QUEUE_PATIENCE};
 use crossbeam_channel::{Sender, TrySendError};
 use futures_channel::oneshot;
 use serde_json::Value;
@@ -125,12 +126,28 @@ impl DbClient {
     /// no KV thread started within `KV_QUEUE_PATIENCE` (it then never runs),
     /// answers `StoreError::Busy` (503 `kv_unavailable`); a job that started
     /// is waited for. `work` runs on a KV thread, so it may block on
-    /// PostgreSQL; it should be one short transaction.
+    /// PostgreSQL; it should be one short transaction. It runs alone (its
+    /// transactions are its own); KV and lock calls go through
+    /// [`DbClient::kv_group_call`] instead.
     pub async fn kv_run<R, F>(&self, work: F) -> Result<R, StoreError>
     where
         R: Send + 'static,
         F: FnOnce(&mut postgres::Client) -> Result<R, StoreError> + Send + 'static,
     {
+        self.kv_submit(KvWork::Closure(Box::new(move |c| Box::new(work(c)))))
+            .await
+    }
+
+    /// Runs one KV or lock call on the KV pool, where it may share its
+    /// commit with the calls queued beside it (`super::kv_group`); answered
+    /// after that commit. Full pool: as [`DbClient::kv_run`].
+    pub async fn kv_group_call(&self, call: KvCall) -> Result<CallAnswer, StoreError> {
+        self.kv_submit(KvWork::Call(call)).await
+    }
+
+    /// Queues `work` on the KV pool and waits for its answer of type `R`
+    /// (the never-a-hang rules of [`DbClient::kv_run`]).
+    async fn kv_submit<R: 'static>(&self, work: KvWork) -> Result<R, StoreError> {
         let id = self.next_id.get();
         self.next_id.set(id + 1);
         let (tx, rx) = oneshot::channel();
@@ -140,7 +157,7 @@ impl DbClient {
             shard: self.shard,
             req: RequestId(id),
             state: state.clone(),
-            work: Box::new(move |c| Box::new(work(c))),
+            work,
         };
         if let Err(e) = self.kv.try_send(job) {
             self.kv_pending.borrow_mut().remove(&id);

@@ -57,6 +57,16 @@ pub const MAX_KV_POOL_SIZE: usize = 256;
 pub fn default_kv_pool_size(db_pool_size: usize) -> usize {
     (db_pool_size / 10).clamp(KV_POOL_DEFAULT_MIN, KV_POOL_DEFAULT_MAX)
 }
+/// `QUEEN_KV_GROUP_MAX` default: KV/lock calls one KV thread commits
+/// together (`store::kv_group`). At 5,000 ops/s on 4 connections a group is
+/// a handful of calls; the cap bounds the wait of the last behind the first.
+/// 24, not more: each writing call of a group is a subtransaction (two with
+/// `required` ops), and past 64 subtransaction ids in one transaction
+/// PostgreSQL's per-backend cache overflows and every snapshot in the
+/// database gets slower while the group is open.
+pub const DEFAULT_KV_GROUP_MAX: usize = 24;
+/// Largest `QUEEN_KV_GROUP_MAX` accepted (a group is one statement).
+pub const MAX_KV_GROUP_MAX: usize = 1024;
 /// Jobs that may wait for a DB thread before shards answer 503. Sized so a
 /// burst from every connection of a busy broker fits (jobs are fused batches).
 pub const DEFAULT_DB_QUEUE_DEPTH: usize = 4096;
@@ -111,6 +121,9 @@ pub struct DbConfig {
     /// from the request group's, so a queue backlog cannot starve the KV and
     /// timers, nor they the queues (`store::kv_pool`).
     pub kv_pool_size: usize,
+    /// Most KV/lock calls sharing one commit (`QUEEN_KV_GROUP_MAX`; 1: each
+    /// call commits alone).
+    pub kv_group_max: usize,
 }
 
 impl DbConfig {
@@ -128,6 +141,13 @@ impl DbConfig {
             return Err(ConfigError::new(
                 "QUEEN_KV_POOL_SIZE",
                 format!("{kv_pool_size} is outside 1..={MAX_KV_POOL_SIZE}"),
+            ));
+        }
+        let kv_group_max = env.parse("QUEEN_KV_GROUP_MAX", DEFAULT_KV_GROUP_MAX)?;
+        if kv_group_max == 0 || kv_group_max > MAX_KV_GROUP_MAX {
+            return Err(ConfigError::new(
+                "QUEEN_KV_GROUP_MAX",
+                format!("{kv_group_max} is outside 1..={MAX_KV_GROUP_MAX}"),
             ));
         }
         let text =
@@ -157,6 +177,7 @@ impl DbConfig {
             queue_depth: DEFAULT_DB_QUEUE_DEPTH,
             apply_schema: env.bool("QUEEN_APPLY_SCHEMA", DEFAULT_APPLY_SCHEMA)?,
             kv_pool_size,
+            kv_group_max,
         })
     }
 }
@@ -185,6 +206,12 @@ mod tests {
         assert_eq!(db(&[("DB_POOL_SIZE", "100")]).unwrap().kv_pool_size, 10);
         assert_eq!(db(&[("DB_POOL_SIZE", "900")]).unwrap().kv_pool_size, 32);
         assert_eq!(db(&[("QUEEN_KV_POOL_SIZE", "2")]).unwrap().kv_pool_size, 2);
+        assert_eq!(c.kv_group_max, DEFAULT_KV_GROUP_MAX);
+        assert_eq!(db(&[("QUEEN_KV_GROUP_MAX", "1")]).unwrap().kv_group_max, 1);
+        assert_eq!(
+            db(&[("QUEEN_KV_GROUP_MAX", "0")]).unwrap_err().var,
+            "QUEEN_KV_GROUP_MAX"
+        );
         assert_eq!(
             db(&[("QUEEN_KV_POOL_SIZE", "0")]).unwrap_err().var,
             "QUEEN_KV_POOL_SIZE"

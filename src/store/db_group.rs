@@ -71,6 +71,7 @@ impl DbGroup {
         let stop = Arc::new(AtomicBool::new(false));
         let (kv, kv_tx) = super::kv_pool::KvPool::start(
             cfg.kv_pool_size,
+            cfg.kv_group_max,
             pg.clone(),
             tls.clone(),
             cfg.pg.connect_timeout,
@@ -361,23 +362,23 @@ pub fn classify(e: postgres::Error) -> StoreError {
         return StoreError::Unavailable(e.to_string());
     }
     match e.code() {
-        Some(code) => {
-            let c = code.code();
-            if c.starts_with("08") || c == "57P01" || c == "57P02" || c == "57P03" {
-                StoreError::Unavailable(schema::describe(&e))
-            } else if c == "P0001" {
-                StoreError::Db(schema::describe(&e))
-            } else {
-                let incident: u32 = rand::random();
-                log::error!(
-                    "database error, incident {incident:08x} ({c}): {}",
-                    schema::describe(&e)
-                );
-                StoreError::Db(format!(
-                    "internal database error (incident {incident:08x} in the broker log)"
-                ))
-            }
-        }
+        Some(code) => classify_code(code.code(), &schema::describe(&e)),
         None => StoreError::Unavailable(e.to_string()),
+    }
+}
+
+/// [`classify`] of an error known by its SQLSTATE and text only (a KV
+/// group's call caught inside its savepoint, `super::kv_group`).
+pub fn classify_code(c: &str, text: &str) -> StoreError {
+    if c.starts_with("08") || c == "57P01" || c == "57P02" || c == "57P03" {
+        StoreError::Unavailable(text.to_string())
+    } else if c == "P0001" {
+        StoreError::Db(text.to_string())
+    } else {
+        let incident: u32 = rand::random();
+        log::error!("database error, incident {incident:08x} ({c}): {text}");
+        StoreError::Db(format!(
+            "internal database error (incident {incident:08x} in the broker log)"
+        ))
     }
 }

@@ -9,7 +9,19 @@
 //! checked out of the pool's own r2d2 pool, and sends the closure's answer
 //! to the asking shard's reply inbox (the same inbox and drain as the
 //! request group's replies: `Reply::Closure`). A shard reaches the
-//! pool through `DbClient::kv_run`.
+//! pool through `DbClient::kv_run` (a closure, run alone) and
+//! `DbClient::kv_group_call` (a KV or lock call, which may share its commit).
+//!
+//! # Group commit
+//! A thread whose next job is a [`KvCall`] also takes the calls queued
+//! behind it, without waiting for more (up to `QUEEN_KV_GROUP_MAX` calls and
+//! [`KV_GROUP_MAX_OPS`] ops), and runs them as one group: one statement, one
+//! commit, each call under its own savepoint (`super::kv_group`). Every call
+//! of the group is started (its shard waits for it) before the group runs,
+//! and answered only after the group's commit. A closure met while taking
+//! calls, a call past the caps, or one whose first write is the row a
+//! member's first write locks (a hot key: `KvCall::same_first_row`), is kept
+//! and run next, by this thread.
 //!
 //! # Never a hang
 //! A full pool answers, it does not queue without bound: a job that finds
@@ -29,8 +41,9 @@
 //! short-lived one, under the 25 of decisions.md.
 
 use super::jobs::{Reply, ReplyEnvelope, RequestId, StoreError};
+use super::kv_group::{self, KvCall, KV_GROUP_MAX_OPS};
 use super::pg_tls::Connector;
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
 use r2d2_postgres::PostgresConnectionManager;
 use shards::inbox::InboxSender;
 use shards::ShardId;
@@ -54,9 +67,17 @@ pub const KV_QUEUE_PATIENCE: Duration = Duration::from_secs(1);
 /// How often an idle KV thread looks at the stop flag.
 const STOP_POLL: Duration = Duration::from_millis(100);
 
-/// The work a KV thread runs: a closure on a connection; its boxed answer
-/// goes back to the asking shard.
-pub type KvWork = Box<dyn FnOnce(&mut postgres::Client) -> Box<dyn Any + Send> + Send>;
+/// A closure on a connection; its boxed answer goes back to the asking shard.
+pub type KvClosure = Box<dyn FnOnce(&mut postgres::Client) -> Box<dyn Any + Send> + Send>;
+
+/// The work a KV thread runs.
+pub enum KvWork {
+    /// Anything on a connection, run alone (timers, the sweep, the switch).
+    Closure(KvClosure),
+    /// A KV or lock call, which may share a commit with others queued
+    /// beside it; answered `Result<CallAnswer, StoreError>`.
+    Call(KvCall),
+}
 
 /// Who owns a queued job: the thread that starts it or the shard that gives
 /// up on it (see "Never a hang").
@@ -83,7 +104,7 @@ impl JobState {
     }
 }
 
-/// A closure on its way to a KV thread.
+/// Work on its way to a KV thread.
 pub struct KvJob {
     /// The shard to answer.
     pub shard: ShardId,
@@ -116,6 +137,7 @@ impl KvPool {
     /// schema-applied flag. Returns the pool and the job sender the shards share.
     pub fn start(
         size: usize,
+        group_max: usize,
         pg: postgres::Config,
         tls: Connector,
         connect_timeout: Duration,
@@ -144,7 +166,15 @@ impl KvPool {
                 );
                 std::thread::Builder::new()
                     .name(format!("kv-{n}"))
-                    .spawn(move || serve(rx, pool, ready, replies, stop))
+                    .spawn(move || {
+                        let t = Thread {
+                            pool,
+                            ready,
+                            replies,
+                            group_max: group_max.max(1),
+                        };
+                        t.serve(rx, stop)
+                    })
                     .expect("spawning a thread at boot")
             })
             .collect();
@@ -160,34 +190,120 @@ impl KvPool {
     }
 }
 
-fn serve(
-    rx: Receiver<KvJob>,
+/// One KV thread's shared handles.
+struct Thread {
     pool: Pool,
     ready: Arc<AtomicBool>,
     replies: Arc<Vec<InboxSender<ReplyEnvelope>>>,
-    stop: Arc<AtomicBool>,
-) {
-    loop {
-        let job = match rx.recv_timeout(STOP_POLL) {
-            Ok(j) => j,
-            Err(RecvTimeoutError::Timeout) if !stop.load(Ordering::Acquire) => continue,
-            Err(_) => return,
-        };
-        if !job.state.start() {
-            continue; // the shard gave up on it and answered 503
-        }
-        let reply = if !ready.load(Ordering::Acquire) {
-            Err(StoreError::Unavailable("database not connected yet".into()))
-        } else {
-            match pool.get() {
-                Ok(mut c) => Ok((job.work)(&mut c)),
-                Err(e) => Err(StoreError::Unavailable(e.to_string())),
+    group_max: usize,
+}
+
+/// A started call and whom to answer.
+struct Member {
+    shard: ShardId,
+    req: RequestId,
+    call: KvCall,
+}
+
+impl Thread {
+    fn serve(&self, rx: Receiver<KvJob>, stop: Arc<AtomicBool>) {
+        let mut kept: Option<KvJob> = None;
+        loop {
+            let job = match kept.take() {
+                Some(j) => j,
+                None => match rx.recv_timeout(STOP_POLL) {
+                    Ok(j) => j,
+                    Err(RecvTimeoutError::Timeout) if !stop.load(Ordering::Acquire) => continue,
+                    Err(_) => return,
+                },
+            };
+            if !job.state.start() {
+                continue; // the shard gave up on it and answered 503
             }
-        };
-        if let Some(inbox) = replies.get(job.shard.0) {
+            match job.work {
+                KvWork::Closure(work) => {
+                    let reply = self.connection().map(|mut c| work(&mut c));
+                    self.send(job.shard, job.req, reply);
+                }
+                KvWork::Call(call) => {
+                    let mut group = vec![Member {
+                        shard: job.shard,
+                        req: job.req,
+                        call,
+                    }];
+                    kept = self.gather(&rx, &mut group);
+                    self.run_group(group);
+                }
+            }
+        }
+    }
+
+    /// Takes the calls queued now behind the group's first, within the caps;
+    /// returns the job that stopped it (a closure, a call past the caps).
+    fn gather(&self, rx: &Receiver<KvJob>, group: &mut Vec<Member>) -> Option<KvJob> {
+        let mut ops: usize = group.iter().map(|m| m.call.len()).sum();
+        while group.len() < self.group_max {
+            let job = match rx.try_recv() {
+                Ok(j) => j,
+                Err(TryRecvError::Empty | TryRecvError::Disconnected) => return None,
+            };
+            let fits = matches!(&job.work, KvWork::Call(c)
+                if ops + c.len() <= KV_GROUP_MAX_OPS
+                    && !group.iter().any(|m| m.call.same_first_row(c)));
+            if !fits {
+                return Some(job);
+            }
+            if !job.state.start() {
+                continue;
+            }
+            let KvWork::Call(call) = job.work else {
+                unreachable!("checked above")
+            };
+            ops += call.len();
+            group.push(Member {
+                shard: job.shard,
+                req: job.req,
+                call,
+            });
+        }
+        None
+    }
+
+    /// Runs a group's calls and answers each after its commit.
+    fn run_group(&self, group: Vec<Member>) {
+        let (who, calls): (Vec<_>, Vec<_>) = group
+            .into_iter()
+            .map(|m| ((m.shard, m.req), m.call))
+            .unzip();
+        match self.connection() {
+            Ok(mut c) => kv_group::run(&mut c, &calls, |i, r| {
+                self.send(who[i].0, who[i].1, Ok(Box::new(r)));
+            }),
+            Err(e) => {
+                for (shard, req) in who {
+                    self.send(shard, req, Err(e.clone()));
+                }
+            }
+        }
+    }
+
+    /// A connection, once the schema is applied.
+    fn connection(
+        &self,
+    ) -> Result<r2d2::PooledConnection<PostgresConnectionManager<Connector>>, StoreError> {
+        if !self.ready.load(Ordering::Acquire) {
+            return Err(StoreError::Unavailable("database not connected yet".into()));
+        }
+        self.pool
+            .get()
+            .map_err(|e| StoreError::Unavailable(e.to_string()))
+    }
+
+    fn send(&self, shard: ShardId, req: RequestId, reply: Result<Box<dyn Any + Send>, StoreError>) {
+        if let Some(inbox) = self.replies.get(shard.0) {
             // A shard shutting down drops an answer nobody awaits.
             let _ = inbox.send_blocking(ReplyEnvelope {
-                req: job.req,
+                req,
                 reply: Reply::Closure(reply),
                 timing: None,
             });

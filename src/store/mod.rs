@@ -10,6 +10,7 @@ pub mod client;
 pub mod config;
 pub mod db_group;
 pub mod jobs;
+pub mod kv_group;
 pub mod kv_pool;
 pub mod pg_tls;
 pub mod pop_compact;

@@ -4,9 +4,10 @@
 //! (`GET /api/v1/resources/kv/namespaces`, `POST /api/v1/resources/kv/list`).
 //!
 //! A call is validated whole first ([`ops`]: limits, refused fields; a
-//! refused call writes nothing), then runs as one statement on the KV pool
-//! (`queen.kv_call`, sql/functions/kv.sql): one PostgreSQL transaction, ops in
-//! order, index-aligned results. Keys are scoped by the request's tenant
+//! refused call writes nothing), then runs on the KV pool (`queen.kv_call`,
+//! sql/functions/kv.sql): one PostgreSQL transaction (or one savepoint of a
+//! group commit, `crate::store::kv_group`), ops in order, index-aligned
+//! results. Keys are scoped by the request's tenant
 //! (`crate::auth::tenant`; a `tenant` field is refused). While the KV is
 //! switched off at runtime, every route here answers 503 `kv_unavailable`.
 //!
@@ -21,9 +22,8 @@ pub mod ops;
 use super::reply::ok_json;
 use crate::error::ApiError;
 use crate::shard::Shard;
-use crate::store::db_group::classify;
-use crate::store::{Proc, StoreError};
-use postgres::types::Type;
+use crate::store::kv_group::KvCall;
+use crate::store::Proc;
 use serde_json::{json, Value};
 use shards::http::{Request, Response};
 use std::rc::Rc;
@@ -50,34 +50,27 @@ fn body(req: &Request) -> Result<Value, ApiError> {
 }
 
 /// Runs validated ops on the KV pool: `{results}` or the precondition object.
+/// The call may share its commit with other calls queued beside it
+/// (`crate::store::kv_group`): it is still one transaction of its own as
+/// far as anyone can see (its own savepoint; answered after the commit).
 async fn run(shard: &Shard, tenant: String, parsed: ops::Parsed) -> Result<Value, ApiError> {
     let max_read = shard.cfg.kv.max_read_bytes as i64;
-    let has_required = parsed.has_required;
-    let arg = Value::Array(parsed.ops);
+    let call = KvCall::kv(
+        tenant,
+        Value::Array(parsed.ops),
+        max_read,
+        parsed.has_required,
+    );
     let out = shard
         .db
-        .kv_run(move |c| {
-            let rows = c
-                .query_typed(
-                    "SELECT queen.kv_call($1, $2, $3, $4)",
-                    &[
-                        (&tenant, Type::TEXT),
-                        (&arg, Type::JSONB),
-                        (&max_read, Type::INT8),
-                        (&has_required, Type::BOOL),
-                    ],
-                )
-                .map_err(classify)?;
-            rows.first()
-                .map(|r| r.get::<_, Value>(0))
-                .ok_or_else(|| StoreError::Db("no result row".into()))
-        })
+        .kv_group_call(call)
         .await
         .map_err(ApiError::from_kv_store)?;
+    shard.counters.kv_call(out.group);
     for k in parsed.kinds {
         shard.counters.kv_op(k);
     }
-    Ok(out)
+    Ok(out.value)
 }
 
 /// `POST /api/v1/kv`.
