@@ -89,7 +89,11 @@ pub fn run(ctx: &Ctx, o: &DrainOpts) -> Report {
             if o.auto_ack { "auto" } else { "ack" },
             // the scale runs (issue 18) compare drains over partition counts
             if o.spread || ctx.group.is_some() {
-                format!(" p{}{}", o.partitions, if ctx.group.is_some() { " group" } else { "" })
+                format!(
+                    " p{}{}",
+                    o.partitions,
+                    if ctx.group.is_some() { " group" } else { "" }
+                )
             } else {
                 String::new()
             }
