@@ -42,6 +42,40 @@ BEGIN
     RETURN v_id;
 END $$;
 
+-- Create what is missing of the given (queue, partition) pairs: queues, partitions and
+-- their partition_lookup rows, each ON CONFLICT DO NOTHING and in a fixed order, so
+-- concurrent creators of the same pairs neither fail nor deadlock. Shared by the two
+-- pushes; the caller then resolves and locks the pairs again.
+CREATE OR REPLACE FUNCTION queen.create_pairs(p_tenant uuid, p_qn text[], p_pn text[]) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO queen.queues (tenant_id, name, namespace, task)
+    SELECT p_tenant, s.qn,
+           CASE WHEN strpos(s.qn, '.') > 0 THEN nullif(split_part(s.qn, '.', 1), '') END,
+           CASE WHEN strpos(s.qn, '.') > 0 THEN nullif(split_part(s.qn, '.', 2), '') END
+    FROM (SELECT DISTINCT qn FROM unnest(p_qn) AS u(qn)) s
+    WHERE NOT EXISTS (SELECT 1 FROM queen.queues q WHERE q.tenant_id = p_tenant AND q.name = s.qn)
+    ORDER BY s.qn
+    ON CONFLICT (tenant_id, name) DO NOTHING;
+
+    INSERT INTO queen.partitions (queue_id, name)
+    SELECT q.id, s.pn
+    FROM unnest(p_qn, p_pn) AS s(qn, pn)
+    JOIN queen.queues q ON q.tenant_id = p_tenant AND q.name = s.qn
+    WHERE NOT EXISTS (SELECT 1 FROM queen.partitions x WHERE x.queue_id = q.id AND x.name = s.pn)
+    ORDER BY q.id, s.pn
+    ON CONFLICT (queue_id, name) DO NOTHING;
+
+    INSERT INTO queen.partition_lookup (partition_id, queue_id)
+    SELECT pt.id, pt.queue_id
+    FROM unnest(p_qn, p_pn) AS s(qn, pn)
+    JOIN queen.queues q ON q.tenant_id = p_tenant AND q.name = s.qn
+    JOIN queen.partitions pt ON pt.queue_id = q.id AND pt.name = s.pn
+    WHERE NOT EXISTS (SELECT 1 FROM queen.partition_lookup x WHERE x.partition_id = pt.id)
+    ORDER BY pt.id
+    ON CONFLICT (partition_id) DO NOTHING;
+END $$;
+
 -- ---------------------------------------------------------------------------
 -- queen.configure(p)
 --   in : {tenant, queue, namespace|null, task|null, options:{camelCase, any subset},
@@ -190,31 +224,7 @@ BEGIN
             RAISE EXCEPTION 'push: could not create queue/partition (concurrent delete?)';
         END IF;
 
-        INSERT INTO queen.queues (tenant_id, name, namespace, task)
-        SELECT p_tenant, s.qn,
-               CASE WHEN strpos(s.qn, '.') > 0 THEN nullif(split_part(s.qn, '.', 1), '') END,
-               CASE WHEN strpos(s.qn, '.') > 0 THEN nullif(split_part(s.qn, '.', 2), '') END
-        FROM (SELECT DISTINCT qn FROM unnest(v_qn) AS u(qn)) s
-        WHERE NOT EXISTS (SELECT 1 FROM queen.queues q WHERE q.tenant_id = p_tenant AND q.name = s.qn)
-        ORDER BY s.qn
-        ON CONFLICT (tenant_id, name) DO NOTHING;
-
-        INSERT INTO queen.partitions (queue_id, name)
-        SELECT q.id, s.pn
-        FROM unnest(v_qn, v_pn) AS s(qn, pn)
-        JOIN queen.queues q ON q.tenant_id = p_tenant AND q.name = s.qn
-        WHERE NOT EXISTS (SELECT 1 FROM queen.partitions x WHERE x.queue_id = q.id AND x.name = s.pn)
-        ORDER BY q.id, s.pn
-        ON CONFLICT (queue_id, name) DO NOTHING;
-
-        INSERT INTO queen.partition_lookup (partition_id, queue_id)
-        SELECT pt.id, pt.queue_id
-        FROM unnest(v_qn, v_pn) AS s(qn, pn)
-        JOIN queen.queues q ON q.tenant_id = p_tenant AND q.name = s.qn
-        JOIN queen.partitions pt ON pt.queue_id = q.id AND pt.name = s.pn
-        WHERE NOT EXISTS (SELECT 1 FROM queen.partition_lookup x WHERE x.partition_id = pt.id)
-        ORDER BY pt.id
-        ON CONFLICT (partition_id) DO NOTHING;
+        PERFORM queen.create_pairs(p_tenant, v_qn, v_pn);
     END LOOP;
 
 
@@ -432,31 +442,7 @@ BEGIN
                 END IF;
                 v_created := v_created + 1;
 
-                INSERT INTO queen.queues (tenant_id, name, namespace, task)
-                SELECT v_tenant, s.qn,
-                       CASE WHEN strpos(s.qn, '.') > 0 THEN nullif(split_part(s.qn, '.', 1), '') END,
-                       CASE WHEN strpos(s.qn, '.') > 0 THEN nullif(split_part(s.qn, '.', 2), '') END
-                FROM (SELECT DISTINCT qn FROM unnest(p_qn) AS u(qn)) s
-                WHERE NOT EXISTS (SELECT 1 FROM queen.queues q WHERE q.tenant_id = v_tenant AND q.name = s.qn)
-                ORDER BY s.qn
-                ON CONFLICT (tenant_id, name) DO NOTHING;
-
-                INSERT INTO queen.partitions (queue_id, name)
-                SELECT q.id, s.pn
-                FROM unnest(p_qn, p_pn) AS s(qn, pn)
-                JOIN queen.queues q ON q.tenant_id = v_tenant AND q.name = s.qn
-                WHERE NOT EXISTS (SELECT 1 FROM queen.partitions x WHERE x.queue_id = q.id AND x.name = s.pn)
-                ORDER BY q.id, s.pn
-                ON CONFLICT (queue_id, name) DO NOTHING;
-
-                INSERT INTO queen.partition_lookup (partition_id, queue_id)
-                SELECT pt.id, pt.queue_id
-                FROM unnest(p_qn, p_pn) AS s(qn, pn)
-                JOIN queen.queues q ON q.tenant_id = v_tenant AND q.name = s.qn
-                JOIN queen.partitions pt ON pt.queue_id = q.id AND pt.name = s.pn
-                WHERE NOT EXISTS (SELECT 1 FROM queen.partition_lookup x WHERE x.partition_id = pt.id)
-                ORDER BY pt.id
-                ON CONFLICT (partition_id) DO NOTHING;
+                PERFORM queen.create_pairs(v_tenant, p_qn, p_pn);
         END;
     END LOOP;
     IF v_ins IS NULL THEN
