@@ -19,7 +19,8 @@
 #   RUNS=1 DUR=3 PREFILL=20000 bench/scale.sh   # smoke test
 #
 # Environment: RUNS (3), DUR (10), WARM (2), PREFILL (200000), BIG (100000
-# partitions), BROKER_BIN (<repo>/target/release/queen), BENCH_TARGET_DIR
+# partitions), MAX_SECS (300: a drain's limit; on 2026-12-02 the 100,000-partition
+# drain used all of it, so a round takes about 7 minutes), BROKER_BIN (<repo>/target/release/queen), BENCH_TARGET_DIR
 # (/tmp/target-bench; queen-bench built there with `cd bench && cargo build
 # --release`), NUM_WORKERS (2), DB_POOL_SIZE (8, as run.sh). Must run as root.
 set -euo pipefail
@@ -33,6 +34,7 @@ DUR=${DUR:-10}
 WARM=${WARM:-2}
 PREFILL=${PREFILL:-200000}
 BIG=${BIG:-100000}
+MAX_SECS=${MAX_SECS:-300}
 BROKER_BIN=${BROKER_BIN:-$REPO/target/release/queen}
 QB=${BENCH_TARGET_DIR:-/tmp/target-bench}/release/queen-bench
 WORKERS=${NUM_WORKERS:-2}
@@ -61,7 +63,7 @@ fresh_run() {
         || bench_log "queen-bench $1 exited $?"
 }
 
-DRAIN=(--consumer-group scale --prefill "$PREFILL" --spread --batch 100 --conns 10 --max-secs 300)
+DRAIN=(--consumer-group scale --prefill "$PREFILL" --spread --batch 100 --conns 10 --max-secs "$MAX_SECS")
 for r in $(seq 1 "$RUNS"); do
     bench_log "round $r of $RUNS"
     for p in 100 10000; do
