@@ -12,7 +12,7 @@
 //! the KV is switched off at runtime the sweep pauses too.
 
 use crate::shard::Shard;
-use crate::store::db_group::classify;
+use crate::store::sql_error::classify;
 use std::rc::Rc;
 
 /// Sweep cadence, ms: expired rows cost only space until swept.

@@ -7,7 +7,7 @@
 
 use crate::shard::kv_switch::Switches;
 use crate::shard::Shard;
-use crate::store::db_group::classify;
+use crate::store::sql_error::classify;
 use crate::store::StoreError;
 use serde_json::Value;
 use std::rc::Rc;

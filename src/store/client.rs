@@ -198,7 +198,7 @@ impl DbClient {
         self.kv_run(move |c| {
             let rows = c
                 .query_typed(proc.sql(), &[(&arg, postgres::types::Type::JSONB)])
-                .map_err(super::db_group::classify)?;
+                .map_err(super::sql_error::classify)?;
             rows.first()
                 .map(|r| r.get::<_, Value>(0))
                 .ok_or_else(|| StoreError::Db("no result row".into()))

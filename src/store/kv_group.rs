@@ -38,7 +38,7 @@
 //!   the group would wait on the same other group that waits on us.
 //! - A group of one runs alone, as a call did before grouping.
 
-use super::db_group::{classify, classify_code};
+use super::sql_error::{classify, classify_code};
 use super::jobs::StoreError;
 use postgres::types::{Json, Type};
 use serde::Serialize;

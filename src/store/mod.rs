@@ -17,6 +17,7 @@ pub mod pop_compact;
 pub mod push_typed;
 pub mod pushed;
 pub mod schema;
+pub mod sql_error;
 
 pub use client::DbClient;
 pub use config::DbConfig;
