@@ -38,8 +38,8 @@
 //!   the group would wait on the same other group that waits on us.
 //! - A group of one runs alone, as a call did before grouping.
 
-use super::sql_error::{classify, classify_code};
 use super::jobs::StoreError;
+use super::sql_error::{classify, classify_code};
 use postgres::types::{Json, Type};
 use serde::Serialize;
 use serde_json::Value;
