@@ -85,7 +85,8 @@
 //!   connections and bounded queue, running closures for the timers and
 //!   the KV jobs (`DbClient::kv_run`) and groups of KV/lock calls, one
 //!   commit each (`DbClient::kv_group_call`), answering on the same inboxes.
-//! - mesh (pinned), and with the TCP mesh its dialer, reader and listener
+//! - mesh (not pinned: it carries only peer notices, shards notify each
+//!   other directly), and with the TCP mesh its dialer, reader and listener
 //!   threads: the peer links and each batch's dedup; `MeshState` (atomics
 //!   they write and shards read); the listener's `mesh::admission` slots
 //!   (handshaking and authenticated inbound connections, behind a mutex the
