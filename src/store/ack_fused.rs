@@ -4,6 +4,7 @@
 //! request runs again alone on the items this thread already holds, so only
 //! the request PostgreSQL refuses fails and the shard keeps no copy.
 
+use super::sql_error::classify;
 use super::StoreError;
 use postgres::types::Type;
 use serde_json::Value;
@@ -15,9 +16,8 @@ pub fn run(
     tenant: &str,
     items: &[Value],
     counts: &[usize],
-    classify: fn(postgres::Error) -> StoreError,
 ) -> Vec<Result<Vec<Value>, StoreError>> {
-    match call(c, tenant, items, classify) {
+    match call(c, tenant, items) {
         Ok(results) => {
             let mut it = results.into_iter();
             counts
@@ -31,7 +31,7 @@ pub fn run(
             counts
                 .iter()
                 .map(|&n| {
-                    let r = call(c, tenant, &items[at..at + n], classify);
+                    let r = call(c, tenant, &items[at..at + n]);
                     at += n;
                     r
                 })
@@ -81,12 +81,7 @@ fn cols(items: &[Value]) -> Cols<'_> {
 }
 
 /// One `queen.ack_typed` round trip; checks one result per item came back.
-fn call(
-    c: &mut postgres::Client,
-    tenant: &str,
-    items: &[Value],
-    classify: fn(postgres::Error) -> StoreError,
-) -> Result<Vec<Value>, StoreError> {
+fn call(c: &mut postgres::Client, tenant: &str, items: &[Value]) -> Result<Vec<Value>, StoreError> {
     let a = cols(items);
     let rows = c
         .query_typed(

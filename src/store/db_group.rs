@@ -270,7 +270,7 @@ fn run(pool: &Pool, job: Job) -> StoreReply {
         Job::Call {
             proc: Proc::Pop,
             arg,
-        } => StoreReply::Value(super::pop_compact::call(&mut conn, &arg, classify)),
+        } => StoreReply::Value(super::pop_compact::call(&mut conn, &arg)),
         Job::Call { proc, arg } => StoreReply::Value(
             conn.query_typed(proc.sql(), &[(&arg, Type::JSONB)])
                 .map_err(classify)
@@ -284,9 +284,7 @@ fn run(pool: &Pool, job: Job) -> StoreReply {
             tenant,
             items,
             counts,
-        } => StoreReply::Push(super::ack_fused::run(
-            &mut conn, &tenant, &items, &counts, classify,
-        )),
+        } => StoreReply::Push(super::ack_fused::run(&mut conn, &tenant, &items, &counts)),
         Job::PushBatch {
             tenant,
             items,
@@ -345,5 +343,5 @@ fn push_call(
     items: &[Value],
 ) -> Result<Vec<Pushed>, StoreError> {
     // Typed arrays in, compact answer expanded per item (src/store/push_typed.rs).
-    super::push_typed::call(c, tenant, items, classify)
+    super::push_typed::call(c, tenant, items)
 }

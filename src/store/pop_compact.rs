@@ -15,6 +15,7 @@
 //! claim order; within a partition they are sorted here by (createdAt, id),
 //! the append order (semantics.md §3), rather than trusting aggregate order.
 
+use super::sql_error::classify;
 use super::StoreError;
 use postgres::types::Type;
 use serde_json::{Map, Value};
@@ -39,11 +40,7 @@ type Row = (
 );
 
 /// Runs one pop attempt (`arg` as `queen.pop` takes it).
-pub fn call(
-    c: &mut postgres::Client,
-    arg: &Value,
-    classify: fn(postgres::Error) -> StoreError,
-) -> Result<Value, StoreError> {
+pub fn call(c: &mut postgres::Client, arg: &Value) -> Result<Value, StoreError> {
     let rows = c
         .query_typed(SQL, &[(arg, Type::JSONB)])
         .map_err(classify)?;

@@ -11,6 +11,7 @@
 //! answer carries only what the broker does not know: the ids of each pair
 //! and, for the items not inserted, the id of the message already there.
 
+use super::sql_error::classify;
 use super::{PushStatus, Pushed, StoreError};
 use postgres::types::{ToSql, Type};
 use serde_json::Value;
@@ -112,7 +113,6 @@ pub fn call(
     c: &mut postgres::Client,
     tenant: &str,
     items: &[Value],
-    classify: fn(postgres::Error) -> StoreError,
 ) -> Result<Vec<Pushed>, StoreError> {
     if items.is_empty() {
         return Ok(Vec::new());
