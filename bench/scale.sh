@@ -17,9 +17,11 @@
 #
 #   bench/scale.sh                       # 3 rounds, 10 s push windows
 #   RUNS=1 DUR=3 PREFILL=20000 bench/scale.sh   # smoke test
+#   CLAIM=16 bench/scale.sh              # drains pop with partitions=16
 #
 # Environment: RUNS (3), DUR (10), WARM (2), PREFILL (200000), BIG (100000
-# partitions), MAX_SECS (300: a drain's limit; on 2026-12-02 the 100,000-partition
+# partitions), CLAIM (1: the drains' pop `partitions=`, how many partitions one
+# pop may claim; 1 is the API's default), MAX_SECS (300: a drain's limit; on 2026-12-02 the 100,000-partition
 # drain used all of it, so a round takes about 7 minutes), BROKER_BIN (<repo>/target/release/queen), BENCH_TARGET_DIR
 # (/tmp/target-bench; queen-bench built there with `cd bench && cargo build
 # --release`), NUM_WORKERS (2), DB_POOL_SIZE (8, as run.sh). Must run as root.
@@ -63,7 +65,8 @@ fresh_run() {
         || bench_log "queen-bench $1 exited $?"
 }
 
-DRAIN=(--consumer-group scale --prefill "$PREFILL" --spread --batch 100 --conns 10 --max-secs "$MAX_SECS")
+DRAIN=(--consumer-group scale --prefill "$PREFILL" --spread --batch 100 --conns 10 --max-secs "$MAX_SECS"
+       --claim "${CLAIM:-1}")
 for r in $(seq 1 "$RUNS"); do
     bench_log "round $r of $RUNS"
     for p in 100 10000; do
@@ -94,7 +97,9 @@ def line(scenario, parts):
     lost = sum(v.get("lost") or 0 for v in ver)
     dup = sum(v.get("duplicates") or 0 for v in ver)
     rss = med([(r.get("proc") or {}).get("broker_rss_peak_mb") for r in rs])
-    print(f"{scenario} over {parts:,} partitions: {rate or 0:,.0f} msg/s (median of {len(rs)}), "
+    claim = med([(r.get("params") or {}).get("claim") for r in rs])
+    how = f" (pop partitions={claim})" if scenario == "drain" and claim else ""
+    print(f"{scenario} over {parts:,} partitions{how}: {rate or 0:,.0f} msg/s (median of {len(rs)}), "
           f"errors {errors}, lost {lost}, twice {dup}, broker RSS peak {rss} MiB")
     return rate
 p100, p10k = line("push", 100), line("push", 10000)

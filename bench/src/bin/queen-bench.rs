@@ -23,6 +23,7 @@ push:    --batch 1 --conns 50 --partitions 1 --duration 10 --warmup 2 --payload-
 drain:   --prefill 100000 --partitions 100 --prefill-conns 20 --batch 100 --conns 10
          [--auto-ack] --wait-ms 1000 --idle-secs 5 --max-secs 120 --warmup-msgs 2000
          --payload-bytes 100 [--spread: pre-fill items over consecutive partitions]
+         --claim 1 (pop `partitions=`: partitions one pop may claim)
 latency: --rate 1000 --batch 1 --producers 64 --consumers 1 --partitions 10
          --duration 10 --warmup 2 [--auto-ack] --pop-batch 100 --wait-ms 1000
          --grace-secs 5 --payload-bytes 100
@@ -99,6 +100,7 @@ fn drain_opts(a: &Args) -> Result<drain::DrainOpts, ArgError> {
         warmup_msgs: a.get("warmup-msgs", (batch * conns * 2) as u64)?,
         payload_bytes: a.get("payload-bytes", 100usize)?,
         spread: a.switch("spread"),
+        claim: a.get("claim", 1usize)?.clamp(1, 64),
     })
 }
 

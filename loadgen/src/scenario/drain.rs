@@ -53,6 +53,11 @@ pub struct DrainOpts {
     /// spans up to 100 of them) instead of all into one: with it, N
     /// messages reach min(N, partitions) partitions.
     pub spread: bool,
+    /// `partitions` of each pop: how many partitions one pop may claim
+    /// (1, the API's default, leases one). A consumer draining many small
+    /// partitions asks for more so a pop of `batch` is not cut short by
+    /// the first partition's few messages.
+    pub claim: usize,
 }
 
 /// Runs the scenario and returns its report.
@@ -103,7 +108,7 @@ pub fn run(ctx: &Ctx, o: &DrainOpts) -> Report {
         params: serde_json::json!({
             "prefill": o.prefill, "partitions": o.partitions, "batch": o.batch, "conns": o.conns,
             "auto_ack": o.auto_ack, "wait_ms": o.wait_ms, "payload_bytes": o.payload_bytes,
-            "spread": o.spread, "group": ctx.group,
+            "spread": o.spread, "claim": o.claim, "group": ctx.group,
         }),
         duration_s: d.secs,
         messages: confirmed,
@@ -195,6 +200,9 @@ fn drain(ctx: &Ctx, queue: &str, expected: u64, o: &DrainOpts, timed: bool) -> D
     );
     if let Some(g) = &ctx.group {
         path.push_str(&format!("&consumerGroup={g}"));
+    }
+    if o.claim > 1 {
+        path.push_str(&format!("&partitions={}", o.claim));
     }
     if o.auto_ack {
         path.push_str("&autoAck=true");

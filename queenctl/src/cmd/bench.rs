@@ -75,6 +75,7 @@ pub fn run(ctx: &Ctx, url: &str, token: bool, a: &BenchArgs) -> Result<ExitCode>
                 warmup_msgs: d.warmup_msgs.unwrap_or((d.batch * d.conns * 2) as u64),
                 payload_bytes: d.payload_bytes,
                 spread: false,
+                claim: 1,
             };
             (None, Box::new(move || drain::run(&load, &o)))
         }
