@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
-# usage: run.sh BROKER_BIN PARTS PREFILL MAXSECS [explain]
+# usage: 2026-12-02-drain-ab.sh BROKER_BIN PARTS PREFILL MAXSECS [explain]
+# One group drain (queen-bench drain --spread) on a private PostgreSQL and a fresh broker;
+# SQL_OVERRIDE=<file> is applied with psql -f after boot (A/B of sql/functions/*.sql
+# without a rebuild); "explain" then logs auto_explain plans of queen.pop_candidates
+# to /tmp/drain-exp/pg.log. Run under flock /tmp/bench.lock; it stops what it starts.
 set -euo pipefail
-BENCH_DIR=/work/wt-drain/bench
+BENCH_DIR=$(cd "$(dirname "$0")/.." && pwd)
 source "$BENCH_DIR/lib.sh"
 WORKERS=2; POOL=8
 TMP=$(mktemp -d /tmp/queen-drainexp.XXXXXX); chmod 755 "$TMP"
@@ -20,5 +24,5 @@ if [ "${5:-}" = explain ]; then
 fi
 if [ "${5:-}" = explain ]; then
   "${PSQL[@]}" -d queen -c "LOAD 'auto_explain'" -c "SET auto_explain.log_min_duration=0" -c "SET auto_explain.log_nested_statements=on" -c "SET auto_explain.log_analyze=on" -c "select count(*) from queen.pop_candidates((select array_agg(id) from queen.queues where name like '%drain%'), null, 'scale', now(), 12)" -c "select count(*) from queen.pop_candidates((select array_agg(id) from queen.queues where name like '%drain%'), null, 'scale', now(), 12)" >/dev/null
-  cp "$TMP/pg.log" /tmp/drain-exp/pg.log
+  mkdir -p /tmp/drain-exp && cp "$TMP/pg.log" /tmp/drain-exp/pg.log
 fi
