@@ -6,6 +6,7 @@
 //! (fused batch, spool file) only ever sees the envelope.
 
 use crate::shard::Shard;
+use crate::store::push_typed::PAYLOAD_JSON;
 use serde_json::Value;
 use shards::http::Request;
 use std::collections::BTreeSet;
@@ -39,7 +40,17 @@ pub async fn seal(shard: &Shard, req: &Request, tenant: &str, items: &mut [Value
         if !on || it["encrypted"] == Value::Bool(true) {
             continue;
         }
-        match cipher.encrypt(&it["payload"]) {
+        // the push endpoint's items carry their payload as text
+        let text = it.get(PAYLOAD_JSON).and_then(Value::as_str);
+        let sealed = match text {
+            Some(t) => cipher.encrypt_text(t),
+            None => cipher.encrypt(&it["payload"]),
+        };
+        match sealed {
+            Some(env) if text.is_some() => {
+                it[PAYLOAD_JSON] = Value::String(env.to_string());
+                it["encrypted"] = Value::Bool(true);
+            }
             Some(env) => {
                 it["payload"] = env;
                 it["encrypted"] = Value::Bool(true);
