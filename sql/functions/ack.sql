@@ -213,7 +213,9 @@ BEGIN
                                      ELSE x.lease_acquired_at END,
             batch_retry_count = CASE WHEN x.acked_count + c.n >= x.batch_size THEN 0
                                      ELSE x.batch_retry_count END,
-            behind = EXISTS (SELECT 1 FROM queen.partition_lookup pl
+            -- still leased: behind (sql/schema/012_hot_leases.sql)
+            behind = x.acked_count + c.n < x.batch_size
+                     OR EXISTS (SELECT 1 FROM queen.partition_lookup pl
                               WHERE pl.partition_id = c.pid
                                 AND (pl.last_message_created_at, pl.last_message_id)
                                     > (c.last_ts, c.last_id))
@@ -368,7 +370,8 @@ BEGIN
                     lease_expires_at = CASE WHEN v_release THEN NULL ELSE lease_expires_at END,
                     lease_acquired_at = CASE WHEN v_release THEN NULL ELSE lease_acquired_at END,
                     batch_retry_count = CASE WHEN v_release THEN 0 ELSE batch_retry_count END,
-                    behind = EXISTS (SELECT 1 FROM queen.partition_lookup pl
+                    behind = (worker_id IS NOT NULL AND NOT v_release)
+                             OR EXISTS (SELECT 1 FROM queen.partition_lookup pl
                                       WHERE pl.partition_id = it.pid
                                         AND (pl.last_message_created_at, pl.last_message_id) > (it.mts, it.mid))
                  WHERE partition_id = it.pid AND consumer_group = it.grp;

@@ -155,6 +155,7 @@ BEGIN
         WITH x AS (
             SELECT pc.partition_id, pc.consumer_group FROM queen.partition_consumers pc
              WHERE pc.worker_id IS NOT NULL AND pc.lease_expires_at <= now()
+               AND (pc.behind OR pc.batch_retry_count > 0)  -- the suspect index: leased rows are behind
              LIMIT v_batch
              FOR UPDATE SKIP LOCKED
         )

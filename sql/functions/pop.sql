@@ -90,7 +90,7 @@ BEGIN
             UNION
             (SELECT pc.partition_id FROM queen.partition_consumers pc
               WHERE pc.consumer_group = p_group
-                AND (pc.worker_id IS NOT NULL OR pc.behind OR pc.batch_retry_count > 0)
+                AND (pc.behind OR pc.batch_retry_count > 0)  -- a leased row is behind
               LIMIT 4096)
         ) s;
     END IF;
@@ -220,16 +220,19 @@ BEGIN
          WHERE x.lease_expires_at IS NULL OR x.lease_expires_at <= now()
         RETURNING true INTO v_ok;
     ELSE
+        -- a leased row is behind (sql/schema/012_hot_leases.sql): pop's suspect
+        -- index finds it through that flag once the lease expires
         INSERT INTO queen.partition_consumers AS x
                (partition_id, consumer_group, lease_expires_at, lease_acquired_at, worker_id,
-                batch_size, acked_count)
-        VALUES (p_pid, p_group, v_exp, p_now, p_lease, p_n, 0)
+                batch_size, acked_count, behind)
+        VALUES (p_pid, p_group, v_exp, p_now, p_lease, p_n, 0, true)
         ON CONFLICT (partition_id, consumer_group) DO UPDATE SET
             lease_expires_at = EXCLUDED.lease_expires_at,
             lease_acquired_at = EXCLUDED.lease_acquired_at,
             worker_id = EXCLUDED.worker_id,
             batch_size = EXCLUDED.batch_size,
-            acked_count = 0
+            acked_count = 0,
+            behind = true
          WHERE x.lease_expires_at IS NULL OR x.lease_expires_at <= now()
         RETURNING true INTO v_ok;
     END IF;

@@ -167,7 +167,8 @@ BEGIN
         lease_expires_at = CASE WHEN p_release THEN NULL ELSE lease_expires_at END,
         lease_acquired_at = CASE WHEN p_release THEN NULL ELSE lease_acquired_at END,
         batch_retry_count = CASE WHEN p_release THEN 0 ELSE batch_retry_count END,
-        behind = EXISTS (SELECT 1 FROM queen.partition_lookup pl
+        behind = (worker_id IS NOT NULL AND NOT p_release)  -- still leased (schema 012)
+                 OR EXISTS (SELECT 1 FROM queen.partition_lookup pl
                           WHERE pl.partition_id = p_pid
                             AND (pl.last_message_created_at, pl.last_message_id) > (v_mts, v_mid))
      WHERE partition_id = p_pid AND consumer_group = p_group;
