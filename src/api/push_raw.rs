@@ -109,49 +109,8 @@ fn stored_raw(raw: &RawValue, index: usize) -> Result<Value, ApiError> {
             "payload contains \\u0000, which cannot be stored".into(),
         ));
     }
-    if too_deep(text) {
-        return Err(ApiError::BadRequest(format!(
-            "payload nests deeper than {MAX_PAYLOAD_DEPTH} arrays/objects"
-        )));
-    }
     m.insert(PAYLOAD_JSON.into(), Value::String(text.to_string()));
     Ok(Value::Object(m))
-}
-
-/// Deepest nesting of arrays and objects a payload may have. The payload is
-/// never parsed here, so without this bound a deeply nested one reached
-/// PostgreSQL's jsonb parser and failed there on its stack depth limit (a
-/// 500); 128 is the bound serde_json put on the whole body before.
-const MAX_PAYLOAD_DEPTH: usize = 128;
-
-/// Whether valid JSON text nests arrays/objects deeper than
-/// MAX_PAYLOAD_DEPTH. Brackets inside strings do not count; in valid JSON a
-/// backslash inside a string escapes exactly the next byte.
-fn too_deep(json: &str) -> bool {
-    let (mut depth, mut in_str, mut esc) = (0usize, false, false);
-    for &c in json.as_bytes() {
-        if in_str {
-            match (esc, c) {
-                (true, _) => esc = false,
-                (false, b'\\') => esc = true,
-                (false, b'"') => in_str = false,
-                _ => {}
-            }
-            continue;
-        }
-        match c {
-            b'"' => in_str = true,
-            b'[' | b'{' => {
-                depth += 1;
-                if depth > MAX_PAYLOAD_DEPTH {
-                    return true;
-                }
-            }
-            b']' | b'}' => depth -= 1,
-            _ => {}
-        }
-    }
-    false
 }
 
 /// Whether valid JSON text holds `\u0000` in a string or key (PostgreSQL's
@@ -215,15 +174,6 @@ mod tests {
         .unwrap();
         assert!(own[0].get("sub").is_none() && own[0].get("encrypted").is_none());
         assert_eq!(own[0][PAYLOAD_JSON], "{}");
-    }
-
-    #[test]
-    fn nesting_is_bounded_and_brackets_in_strings_do_not_count() {
-        let deep = |n: usize| format!("{}1{}", "[".repeat(n), "]".repeat(n));
-        assert!(!too_deep(&deep(MAX_PAYLOAD_DEPTH)));
-        assert!(too_deep(&deep(MAX_PAYLOAD_DEPTH + 1)));
-        let quoted = format!("{{\"a\":\"{}\\\"\"}}", "[".repeat(1000));
-        assert!(!too_deep(&quoted));
     }
 
     #[test]
