@@ -122,12 +122,7 @@ impl Cipher {
     /// The envelope of `payload`. `None` only if AES-GCM refuses (it does
     /// not for inputs under 64 GiB); the caller then stores plaintext.
     pub fn encrypt(&self, payload: &Value) -> Option<Value> {
-        self.encrypt_text(&payload.to_string())
-    }
-
-    /// The envelope of a payload given as its JSON text (as the push
-    /// endpoint keeps it): the same envelope `encrypt` makes of its value.
-    pub fn encrypt_text(&self, plain: &str) -> Option<Value> {
+        let plain = payload.to_string();
         let mut iv = [0u8; IV_LEN];
         rand::thread_rng().fill_bytes(&mut iv);
         let mut out = self

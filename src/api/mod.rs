@@ -26,7 +26,6 @@ mod pop;
 pub mod pop_autopilot;
 mod pop_conflation;
 mod push;
-mod push_raw;
 mod reply;
 mod resources;
 mod seal;

@@ -27,11 +27,6 @@ pub const DEFAULT_PARTITION: &str = "Default";
 /// payload}` plus `traceId` when given (`encrypted` and `sub` are set by
 /// `seal` only; absent means false / none everywhere downstream).
 ///
-/// The push endpoint builds its items in `push_raw` (payload as text) and
-/// hands this only the item's small fields; transactions and stream cycles
-/// hand it whole parsed items, whose payload stays parsed (their SQL reads it
-/// from one jsonb document).
-///
 /// Consumes the raw item and keeps its map: the payload is not copied (a
 /// fused batch keeps thousands of items alive while it is in flight, and a
 /// second copy of every payload tree was most of the broker's peak RSS), and
@@ -113,14 +108,16 @@ pub fn stored_items(items: Vec<Value>) -> Result<Vec<Value>, ApiError> {
 /// Handles `POST /api/v1/push`.
 pub async fn handle(shard: &Rc<Shard>, req: &Request) -> Result<Response, ApiError> {
     let started = Instant::now();
-    // Payloads stay the text they came in (push_raw); nothing else of the
-    // body is kept.
-    let raw = super::push_raw::items(&req.body)?;
+    // Take the items out of the parsed body and drop the rest, so nothing
+    // of the raw request stays alive while the batch is in flight.
+    let Some(Value::Array(raw)) = params::object_body(req)?.remove("items") else {
+        return Err(ApiError::BadRequest("items array is required".into()));
+    };
     if raw.is_empty() {
         return Ok(json(201, &json!([])));
     }
     let tenant = crate::auth::tenant(&shard.cfg.auth, req)?;
-    let mut items = super::push_raw::stored_items(raw)?;
+    let mut items = stored_items(raw)?;
     super::seal::seal(shard, req, &tenant, &mut items).await;
     let echo = Echo::of(&items);
     let results = match shard.lane(&tenant).push(items).await {

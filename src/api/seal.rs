@@ -6,7 +6,6 @@
 //! (fused batch, spool file) only ever sees the envelope.
 
 use crate::shard::Shard;
-use crate::store::push_typed::PAYLOAD_JSON;
 use serde_json::Value;
 use shards::http::Request;
 use std::collections::BTreeSet;
@@ -40,17 +39,7 @@ pub async fn seal(shard: &Shard, req: &Request, tenant: &str, items: &mut [Value
         if !on || it["encrypted"] == Value::Bool(true) {
             continue;
         }
-        // the push endpoint's items carry their payload as text
-        let text = it.get(PAYLOAD_JSON).and_then(Value::as_str);
-        let sealed = match text {
-            Some(t) => cipher.encrypt_text(t),
-            None => cipher.encrypt(&it["payload"]),
-        };
-        match sealed {
-            Some(env) if text.is_some() => {
-                it[PAYLOAD_JSON] = Value::String(env.to_string());
-                it["encrypted"] = Value::Bool(true);
-            }
+        match cipher.encrypt(&it["payload"]) {
             Some(env) => {
                 it["payload"] = env;
                 it["encrypted"] = Value::Bool(true);

@@ -13,16 +13,10 @@
 
 use super::sql_error::classify;
 use super::{PushStatus, Pushed, StoreError};
-use bytes::BufMut;
-use postgres::types::{to_sql_checked, IsNull, ToSql, Type};
+use postgres::types::{ToSql, Type};
 use serde_json::Value;
 use std::collections::HashMap;
 use uuid::Uuid;
-
-/// The item key the push endpoint keeps a payload under as the JSON text
-/// the client sent (validated, never parsed into a tree). Items without it
-/// (spool records written before it existed) carry a parsed `payload`.
-pub const PAYLOAD_JSON: &str = "payloadJson";
 
 /// The statement a push batch runs (`queen.push_typed`, sql/functions/push.sql).
 const SQL: &str = "SELECT pids, dup_ord, dup_id \
@@ -43,43 +37,13 @@ struct Columns<'a> {
     id: Vec<Uuid>,
     txid: Vec<Option<&'a str>>,
     trace: Vec<Option<Uuid>>,
-    payload: Vec<Payload<'a>>,
+    payload: Vec<&'a Value>,
     enc: Vec<bool>,
     sub: Vec<Option<&'a str>>,
 }
 
-/// One item's payload as a jsonb parameter.
-#[derive(Debug, PartialEq)]
-enum Payload<'a> {
-    /// JSON text, sent as is (jsonb's binary form is a version byte and the
-    /// text): PostgreSQL parses it once, the broker not at all.
-    Text(&'a str),
-    /// A parsed value (older spool records), serialised.
-    Tree(&'a Value),
-}
-
-impl ToSql for Payload<'_> {
-    fn to_sql(
-        &self,
-        ty: &Type,
-        out: &mut bytes::BytesMut,
-    ) -> Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
-        match self {
-            Payload::Text(t) => {
-                out.put_u8(1);
-                out.put_slice(t.as_bytes());
-                Ok(IsNull::No)
-            }
-            Payload::Tree(v) => v.to_sql(ty, out),
-        }
-    }
-
-    fn accepts(ty: &Type) -> bool {
-        *ty == Type::JSONB
-    }
-
-    to_sql_checked!();
-}
+/// JSON null, for items without a payload (stored as jsonb `null`, as before).
+static NULL: Value = Value::Null;
 
 /// Splits `items` into columns; the error names the malformed item (the
 /// endpoint and the spool only hand over validated items, so this is a
@@ -124,14 +88,7 @@ fn columns(items: &[Value]) -> Result<Columns<'_>, StoreError> {
                     .ok_or_else(|| bad(i, "a bad traceId"))?,
             ),
         });
-        c.payload.push(match item.get(PAYLOAD_JSON) {
-            Some(Value::String(t)) => Payload::Text(t),
-            Some(_) => return Err(bad(i, "a bad payloadJson")),
-            // JSON null, for items without a payload (as before)
-            None => item
-                .get("payload")
-                .map_or(Payload::Text("null"), Payload::Tree),
-        });
+        c.payload.push(item.get("payload").unwrap_or(&NULL));
         c.enc
             .push(item.get("encrypted").and_then(Value::as_bool) == Some(true));
         c.sub.push(item.get("sub").and_then(Value::as_str));
@@ -245,7 +202,6 @@ mod tests {
             json!({"queue": "q", "partition": "b", "id": I1, "txid": "t1",
                    "traceId": "0193A000-0000-7000-8000-000000000001", "payload": 2}),
             json!({"queue": "q", "partition": "a", "id": I2, "txid": "t2"}),
-            json!({"queue": "q", "partition": "a", "id": I2, "txid": "t3", "payloadJson": "{\"b\":1,\"a\":[]}"}),
         ]
     }
 
@@ -255,11 +211,9 @@ mod tests {
         let c = columns(&items).unwrap();
         assert_eq!(c.qn, ["q", "q"]);
         assert_eq!(c.pn, ["a", "b"]);
-        assert_eq!(c.pair, [1, 2, 1, 1]);
-        assert_eq!(c.txid, [Some("t0"), Some("t1"), Some("t2"), Some("t3")]);
-        assert_eq!(c.payload[3], Payload::Text(r#"{"b":1,"a":[]}"#));
-        assert_eq!(c.payload[0], Payload::Tree(&json!({"x": 1})));
-        assert_eq!(c.payload[2], Payload::Text("null"));
+        assert_eq!(c.pair, [1, 2, 1]);
+        assert_eq!(c.txid, [Some("t0"), Some("t1"), Some("t2")]);
+        assert_eq!(c.payload[2], &Value::Null);
         assert!(c.trace[1].is_some() && c.trace[0].is_none());
     }
 
