@@ -124,3 +124,75 @@ fn slow_recheck_finds_a_message_pushed_through_another_broker() {
         "found {lag:?} after the push (cap 300 ms)"
     );
 }
+
+/// `queen_stage_duration_seconds_count{stage="db_pop"}`: database pop attempts so far.
+fn db_pops(b: &Broker) -> f64 {
+    let text = b.get("/metrics/prometheus").text();
+    text.lines()
+        .find_map(|l| l.strip_prefix("queen_stage_duration_seconds_count{stage=\"db_pop\"} "))
+        .map_or(0.0, |v| v.trim().parse().expect("a number"))
+}
+
+/// Issue 18 ("wake herd"): a push wakes one of the pops parked on its partition, not
+/// all of them. Six pops park; each single-message push is answered by exactly one of
+/// them, promptly (rechecks are 10 s apart), with one database pop, while the others
+/// stay parked; every message pushed comes out exactly once.
+#[test]
+fn a_push_wakes_one_parked_pop_and_the_next_push_the_next() {
+    const N: usize = 6;
+    let db = Db::fresh();
+    let b = Broker::builder(&db)
+        .env("NUM_WORKERS", "1")
+        .env("POP_WAIT_INITIAL_INTERVAL_MS", "10000")
+        .env("POP_WAIT_MAX_INTERVAL_MS", "10000")
+        .start();
+    b.configure("herd", json!({}));
+    let mut parked: Vec<_> = (0..N)
+        .map(|_| {
+            park(
+                b.port,
+                "/api/v1/pop/queue/herd/partition/p?wait=true&timeout=20000&autoAck=true&batch=10"
+                    .into(),
+            )
+        })
+        .collect();
+    let waiting = |n: usize| {
+        check_for(Duration::from_secs(5), || {
+            (b.get("/metrics").json()["parkedConsumers"] == n).then_some(())
+        })
+    };
+    waiting(N);
+    let mut out = Vec::new();
+    for round in 0..N {
+        let before = db_pops(&b);
+        let t0 = Instant::now();
+        b.push_n("herd", "p", &format!("r{round}-"), 1);
+        let done = check_for(Duration::from_secs(2), || {
+            parked.iter().position(|h| h.is_finished())
+        });
+        let (resp, answered) = parked.swap_remove(done).join().unwrap();
+        assert_eq!(resp.status, 200, "round {round}: {}", resp.text());
+        out.extend(txids(&resp.json()));
+        let lag = answered.saturating_duration_since(t0);
+        assert!(
+            lag < Duration::from_secs(1),
+            "round {round}: answered after {lag:?}"
+        );
+        // The others keep waiting: no second answer, no extra attempt.
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(
+            parked.iter().all(|h| !h.is_finished()),
+            "round {round}: a second pop answered"
+        );
+        waiting(N - round - 1);
+        assert_eq!(
+            db_pops(&b) - before,
+            1.0,
+            "round {round}: one database pop for one message, not one per parked pop"
+        );
+    }
+    out.sort();
+    let mut want: Vec<String> = (0..N).map(|r| format!("r{r}-0")).collect();
+    want.sort();
+    assert_eq!(out, want, "every message out exactly once");
+}

@@ -225,11 +225,14 @@ pub async fn handle(shard: &Rc<Shard>, req: &Request, scope: Scope) -> Result<Re
     let mut pop = parse(shard, req, scope)?;
     let deadline = deadline + pop.timeout;
     let signal = shard.waiters.signal(pop.arg["queue"].as_str());
+    let lane = lane(&pop.arg);
     let cfg = &shard.cfg.pop;
     let mut interval = Duration::from_millis(cfg.wait_initial_ms);
     let mut empties = 0u32;
     // When a notice last woke this pop (for the `pop_woken` stage).
     let mut woken: Option<Instant> = None;
+    // Set while this pop answers for a wake it was picked for (waiters.rs).
+    let mut baton = None;
     loop {
         let generation = signal.generation();
         pop.arg["leaseId"] = Value::String(uuid_v7());
@@ -247,6 +250,9 @@ pub async fn handle(shard: &Rc<Shard>, req: &Request, scope: Scope) -> Result<Re
             .get("messages")
             .and_then(Value::as_array)
             .map_or(0, Vec::len);
+        if let Some(b) = baton.take() {
+            settle(b, &pop.arg, &result, delivered);
+        }
         // The queue for the per-queue rates: named, or the one a namespace/task pop hit.
         let named = (pop.arg["queue"].as_str())
             .or_else(|| result.pointer("/messages/0/queue").and_then(Value::as_str))
@@ -266,12 +272,18 @@ pub async fn handle(shard: &Rc<Shard>, req: &Request, scope: Scope) -> Result<Re
         let nap = interval.min(deadline - now);
         let backoff = (empties >= cfg.wait_backoff_threshold).then_some(interval);
         let _parked = shard.counters.parked(pop.arg["queue"].as_str(), backoff);
-        or(
-            or(signal.changed(generation), glommio::timer::sleep(nap)),
-            shard.stopping.wait(),
+        baton = or(
+            or(signal.parked(generation, lane.clone()), async {
+                glommio::timer::sleep(nap).await;
+                None
+            }),
+            async {
+                shard.stopping.wait().await;
+                None
+            },
         )
         .await;
-        if signal.generation() != generation {
+        if baton.is_some() {
             let now = Instant::now();
             if let Some(fired) = signal.fired_at() {
                 shard
@@ -285,6 +297,31 @@ pub async fn handle(shard: &Rc<Shard>, req: &Request, scope: Scope) -> Result<Re
             let next = interval.as_secs_f64() * cfg.wait_backoff_multiplier;
             interval = Duration::from_secs_f64(next).min(Duration::from_millis(cfg.wait_max_ms));
         }
+    }
+}
+
+/// The wake lane of a pop: pops with the same tenant, scope, partition and
+/// group would claim the same messages, so a notice wakes one of them.
+fn lane(arg: &Value) -> Rc<str> {
+    let f = |k: &str| arg[k].as_str().unwrap_or("");
+    ["tenant", "queue", "partition", "namespace", "task", "group"]
+        .map(f)
+        .join("\u{1f}")
+        .into()
+}
+
+/// After a woken pop's attempt: keep the wake if it took less than it
+/// could (its lane is drained), else let the baton wake the next pop of
+/// the lane (a full batch, or every partition it may claim in one pop
+/// claimed: more may be waiting).
+fn settle(baton: crate::shard::waiters::Baton, arg: &Value, result: &Value, delivered: usize) {
+    let batch = arg["batch"].as_i64().unwrap_or(1).max(1) as usize;
+    let width = arg["partitions"].as_i64().unwrap_or(1).max(1);
+    let claimed = result["partitionsClaimed"].as_i64().unwrap_or(1);
+    let one_partition = arg["partition"].is_string();
+    let full = delivered >= batch || (delivered > 0 && !one_partition && claimed >= width);
+    if !full {
+        baton.settle();
     }
 }
 
