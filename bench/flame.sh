@@ -14,7 +14,7 @@
 #   bench/flame.sh                       # target/release/queen, name "push-b100"
 #   BROKER_BIN=/tmp/queen-base NAME=base bench/flame.sh
 #
-# Environment: BROKER_BIN, NAME, DUR (10), WARM (2), FREQ (perf samples/s,
+# Environment: BROKER_BIN, NAME, BATCH (100), PARTS (100), DUR (10), WARM (2), FREQ (perf samples/s,
 # 499), QB (queen-bench, /tmp/target-bench/release/queen-bench), NUM_WORKERS
 # (2), DB_POOL_SIZE (8), INFERNO (directory of the inferno binaries, found on
 # PATH or in /tmp/inferno/bin). Must run as root (PostgreSQL runs as user
@@ -28,6 +28,8 @@ source "$BENCH_DIR/lib.sh"
 BROKER_BIN=${BROKER_BIN:-${CARGO_TARGET_DIR:-$REPO/target}/release/queen}
 NAME=${NAME:-push-b100}
 DUR=${DUR:-10}
+BATCH=${BATCH:-100}
+PARTS=${PARTS:-100}
 WARM=${WARM:-2}
 FREQ=${FREQ:-499}
 QB=${QB:-/tmp/target-bench/release/queen-bench}
@@ -49,7 +51,7 @@ trap bench_cleanup EXIT
 pg_start
 broker_start "$BROKER_BIN" || exit 1
 
-"$QB" push --url "$URL" --pid "$BROKER_PID" --batch 100 --conns 50 --partitions 100 \
+"$QB" push --url "$URL" --pid "$BROKER_PID" --batch "$BATCH" --conns 50 --partitions "$PARTS" \
     --duration "$DUR" --warmup "$WARM" --payload-bytes 100 >"$TMP/push.txt" 2>&1 &
 LOAD=$!
 sleep "$WARM"
@@ -60,5 +62,5 @@ wait "$LOAD" || bench_log "queen-bench exited $?"
 tail -3 "$TMP/push.txt" >&2
 
 perf script -i "$TMP/perf.data" 2>/dev/null | "$INFERNO/inferno-collapse-perf" >"$OUT.folded"
-"$INFERNO/inferno-flamegraph" --title "queen $COMMIT: push b100 c50 p100, ${DUR}s" <"$OUT.folded" >"$OUT.svg"
+"$INFERNO/inferno-flamegraph" --title "queen $COMMIT: push b$BATCH c50 p$PARTS, ${DUR}s" <"$OUT.folded" >"$OUT.svg"
 bench_log "wrote $OUT.svg ($(wc -l <"$OUT.folded") distinct stacks)"
