@@ -24,7 +24,8 @@ free_port() {
 PGBIN=$(dirname "$(command -v pg_ctl 2>/dev/null || ls -d /usr/lib/postgresql/*/bin/pg_ctl | sort -V | tail -1)")
 BROKER_PID=""
 
-# Starts PostgreSQL in $TMP/pgdata and creates database `queen`.
+# Starts PostgreSQL in $TMP/pgdata and creates database `queen`; PG_EXTRA_OPTS
+# (optional) is appended to the server options (e.g. shared_preload_libraries).
 # Sets PGDATA, PGPORT, PGPID, PSQL (array), PGVER.
 pg_start() {
     PGDATA="$TMP/pgdata"
@@ -35,7 +36,7 @@ pg_start() {
         || { cat "$TMP/initdb.log" >&2; exit 1; }
     runuser -u postgres -- "$PGBIN/pg_ctl" -D "$PGDATA" -l "$TMP/pg.log" -w -t 60 \
         -o "-c port=$PGPORT -c listen_addresses=127.0.0.1 -c unix_socket_directories=$TMP \
-            -c shared_buffers=4GB -c synchronous_commit=on -c max_connections=200" start >/dev/null \
+            -c shared_buffers=4GB -c synchronous_commit=on -c max_connections=200 ${PG_EXTRA_OPTS:-}" start >/dev/null \
         || { cat "$TMP/pg.log" >&2; exit 1; }
     PGPID=$(head -1 "$PGDATA/postmaster.pid")
     PSQL=(psql -h 127.0.0.1 -p "$PGPORT" -U postgres -qAtX)

@@ -13,8 +13,10 @@
 //! scanned ones, and any older than `STATS_RECONCILE_INTERVAL_MS`); a cycle
 //! chains as many rounds as the partitions stale at its start need (the first
 //! round reports that count), at most [`super::schedule::MAX_ROUNDS`]. A rescan adds the
-//! rows appended since the previous one and counts from scratch only when rows
-//! were deleted or the reconcile interval passed (sql/functions/stats.sql).
+//! rows appended since the previous one (which are also the queue's "ingested"),
+//! moves the pending count by the rows the reference cursor passed, and counts
+//! from scratch only when rows were deleted or the reconcile interval passed
+//! (sql/functions/stats.sql).
 //! `POST /api/v1/stats/refresh` runs the same rounds at once with `force`
 //! (every partition rescanned), bypassing the interval.
 
