@@ -15,7 +15,8 @@
 # push1000 (b100 c50 p1000), push10 (b10 c50 p1000), push1 (b1 c50 p1000),
 # drain (pop b100 + ack c10), drainauto (autoAck), latency (1,000 msg/s,
 # b10, 4 producers + 4 consumers), idle (boot, then 5 s of nothing),
-# bigpush (one 32 MiB push request, then one pop of 10,000).
+# bigpush (one 32 MiB push request), bigpop (10 pushes of 1 MiB, then one
+# pop of all 10,000 messages: an ~11 MiB answer).
 # Environment: NUM_WORKERS (2), DB_POOL_SIZE (20, the issue's), DUR (10),
 # QB (queen-bench binary), OUT (directory for the .json/.smaps files,
 # default /tmp/queen-rss-<commit>), EXTRA_ENV (more VAR=value for the broker).
@@ -34,7 +35,7 @@ QB=${QB:-$(ls /tmp/target-bench/release/queen-bench /tmp/target-bench/ci/queen-b
 COMMIT=$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo nocommit)
 OUT=${OUT:-/tmp/queen-rss-$COMMIT}
 mkdir -p "$OUT"
-SCENARIOS=${*:-idle push100 push1000 push10 push1 drain drainauto latency bigpush}
+SCENARIOS=${*:-idle push100 push1000 push10 push1 drain drainauto latency bigpush bigpop}
 
 # broker_start passes its own environment on to the broker.
 # shellcheck disable=SC2086
@@ -74,7 +75,16 @@ run_scenario() {
         bigpush)
             big_body 32 >"$TMP/big.json"
             curl -sf -o /dev/null -X POST -H 'Content-Type: application/json' --data-binary @"$TMP/big.json" "$URL/api/v1/push" || bench_log "big push failed"
-            curl -sf -o /dev/null "$URL/api/v1/pop/queue/rss-big?batch=10000&autoAck=true" || bench_log "big pop failed"
+            sleep 1 ;;
+        bigpop)
+            # 10 pushes of 1,000 items of ~1 KiB, then one pop of all 10,000 (~11 MiB answer)
+            big_body 1 >"$TMP/big.json"
+            for _ in $(seq 1 10); do
+                curl -sf -o /dev/null -X POST -H 'Content-Type: application/json' --data-binary @"$TMP/big.json" "$URL/api/v1/push" || bench_log "push failed"
+            done
+            sleep 1
+            curl -sf -o "$TMP/pop.json" "$URL/api/v1/pop/queue/rss-big?batch=10000&autoAck=true" || bench_log "big pop failed"
+            bench_log "big pop answered $(stat -c %s "$TMP/pop.json") bytes"
             sleep 1 ;;
         *) bench_log "unknown scenario $name"; touch "$pfx.stop"; wait "$sampler"; broker_stop; return 1 ;;
     esac

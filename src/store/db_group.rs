@@ -337,7 +337,8 @@ static PG_LOST: AtomicBool = AtomicBool::new(false);
 /// again (issue 7: one line per notable event, not one per failed job).
 fn log_link(reply: &StoreReply) {
     let lost = match reply {
-        StoreReply::Value(Err(StoreError::Unavailable(m))) => Some(m),
+        StoreReply::Value(Err(StoreError::Unavailable(m)))
+        | StoreReply::Popped(Err(StoreError::Unavailable(m))) => Some(m),
         StoreReply::PushRefused {
             err: StoreError::Unavailable(m),
             ..
@@ -379,11 +380,11 @@ fn run(pool: &Pool, job: Job) -> StoreReply {
                 .map(|_| Value::Null)
                 .map_err(classify),
         ),
-        // Pop answers in columns; the JSON is built here (src/store/pop_compact.rs).
+        // Pop answers in columns, typed here (src/store/pop_compact.rs).
         Job::Call {
             proc: Proc::Pop,
             arg,
-        } => StoreReply::Value(super::pop_compact::call(&mut conn, &arg)),
+        } => StoreReply::Popped(super::pop_compact::call(&mut conn, &arg).map(Box::new)),
         Job::Call { proc, arg } => StoreReply::Value(
             conn.query_typed(proc.sql(), &[(&arg, Type::JSONB)])
                 .map_err(classify)
