@@ -36,3 +36,12 @@ pub fn init() {
         }
     }
 }
+
+/// Hands back what the calling thread's heap holds free: blocks other
+/// threads freed into its pages and pages left empty. A DB thread calls it
+/// once when it parks (`store::db_group`): a thread that does not allocate
+/// never collects those on its own.
+pub fn collect() {
+    // SAFETY: mi_collect only walks the calling thread's own heap.
+    unsafe { mi::mi_collect(false) }
+}

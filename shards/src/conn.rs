@@ -28,6 +28,15 @@ const READ_SIZE: usize = 16 * 1024;
 const LINGER: Duration = Duration::from_millis(200);
 /// See [`LINGER`].
 const LINGER_BYTES: usize = 256 * 1024;
+/// Bodies up to this size are copied behind the head and sent in one write;
+/// a larger one is written from the response itself, so a big answer is not
+/// held twice (response and write buffer), and the write buffer a connection
+/// keeps between requests stays this small (issue 18, broker memory).
+const INLINE_BODY: usize = 16 * 1024;
+/// A read buffer left larger than this once a request is decoded and
+/// nothing else is buffered (pipelined bytes gathered while a big request
+/// ran) is given back rather than kept for the connection's life.
+const KEEP_READ: usize = 4 * READ_SIZE;
 /// The interim answer to `Expect: 100-continue`.
 const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
 
@@ -118,9 +127,21 @@ async fn serve_conn<S: AsyncRead + AsyncWrite + Unpin>(
         };
         let close = !keep_alive || stop.is_fired();
         out.clear();
-        response.write_to(&mut out, close, head);
-        if !write_all(&mut stream, &out, cfg.body_timeout).await || close {
+        response.write_head(&mut out, close);
+        let body = response.body_to_send(head);
+        let sent = if body.len() <= INLINE_BODY {
+            out.extend_from_slice(body);
+            write_all(&mut stream, &out, cfg.body_timeout).await
+        } else {
+            write_all(&mut stream, &out, cfg.body_timeout).await
+                && write_all(&mut stream, body, cfg.body_timeout).await
+        };
+        drop(response);
+        if !sent || close {
             return;
+        }
+        if buf.is_empty() && buf.capacity() > KEEP_READ {
+            buf = Vec::with_capacity(READ_SIZE);
         }
     }
 }

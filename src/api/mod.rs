@@ -23,6 +23,7 @@ mod messages;
 mod metrics;
 pub mod params;
 mod pop;
+mod pop_answer;
 pub mod pop_autopilot;
 mod pop_conflation;
 mod push;

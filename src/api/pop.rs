@@ -12,6 +12,7 @@
 //! function, `queen.pop_conflated`); autopilot sizing (§18) happens in
 //! `parse` through `pop_autopilot`, which also observes every attempt.
 
+use super::pop_answer::{self, Attempt};
 use super::reply::ok_json;
 use super::{params, pop_autopilot, pop_conflation};
 use crate::config::SubscriptionDefault;
@@ -19,7 +20,6 @@ use crate::error::ApiError;
 use crate::ids::uuid_v7;
 use crate::metrics::stages::Stage;
 use crate::shard::Shard;
-use crate::store::Proc;
 use futures_lite::future::or;
 use serde_json::{json, Value};
 use shards::http::{Request, Response};
@@ -238,24 +238,21 @@ pub async fn handle(shard: &Rc<Shard>, req: &Request, scope: Scope) -> Result<Re
         pop.arg["leaseId"] = Value::String(uuid_v7());
         let result =
             match pop_conflation::try_conflated(shard, &mut pop.conflation, &pop.arg).await? {
-                Some(conflated) => conflated,
-                None => shard.db.call(Proc::Pop, pop.arg.clone()).await?,
+                Some(conflated) => Attempt::Tree(conflated),
+                None => Attempt::Rows(shard.db.pop(pop.arg.clone()).await?),
             };
         let ctl = pop_autopilot::Controller {
             cfg: &cfg.autopilot,
             lanes: &shard.autopilot,
         };
-        pop_autopilot::observe(ctl, &pop.sizing, &result);
-        let delivered = result
-            .get("messages")
-            .and_then(Value::as_array)
-            .map_or(0, Vec::len);
+        pop_autopilot::observe(ctl, &pop.sizing, result.claimed(), result.oldest_us());
+        let delivered = result.len();
         if let Some(b) = baton.take() {
             settle(b, &pop.arg, &result, delivered);
         }
         // The queue for the per-queue rates: named, or the one a namespace/task pop hit.
         let named = (pop.arg["queue"].as_str())
-            .or_else(|| result.pointer("/messages/0/queue").and_then(Value::as_str))
+            .or_else(|| result.first_queue())
             .map(str::to_string);
         if let Some(resp) = answer(&pop, result) {
             if let Some(w) = woken {
@@ -314,10 +311,10 @@ fn lane(arg: &Value) -> Rc<str> {
 /// could (its lane is drained), else let the baton wake the next pop of
 /// the lane (a full batch, or every partition it may claim in one pop
 /// claimed: more may be waiting).
-fn settle(baton: crate::shard::waiters::Baton, arg: &Value, result: &Value, delivered: usize) {
+fn settle(baton: crate::shard::waiters::Baton, arg: &Value, result: &Attempt, delivered: usize) {
     let batch = arg["batch"].as_i64().unwrap_or(1).max(1) as usize;
     let width = arg["partitions"].as_i64().unwrap_or(1).max(1);
-    let claimed = result["partitionsClaimed"].as_i64().unwrap_or(1);
+    let claimed = result.claimed().max(1);
     let one_partition = arg["partition"].is_string();
     let full = delivered >= batch || (delivered > 0 && !one_partition && claimed >= width);
     if !full {
@@ -325,13 +322,27 @@ fn settle(baton: crate::shard::waiters::Baton, arg: &Value, result: &Value, deli
     }
 }
 
-/// Shapes a non-empty result into the §4 answer; `None` when empty.
-fn answer(pop: &PopRequest, mut r: Value) -> Option<Response> {
+/// Shapes a non-empty attempt into the §4 answer; `None` when empty.
+fn answer(pop: &PopRequest, attempt: Attempt) -> Option<Response> {
     let lease = if pop.auto_ack {
         String::new()
     } else {
         pop.arg["leaseId"].as_str().unwrap_or("").to_string()
     };
+    let r = match attempt {
+        Attempt::Tree(r) => r,
+        Attempt::Rows(p) => {
+            let mut top = pop_answer::top_keys(&p, &lease, &pop.group)?;
+            extras(pop, &mut top);
+            let body = pop_answer::body(&p, &top, &lease, &pop.group);
+            return Some(Response::json(200, body));
+        }
+    };
+    answer_tree(pop, r, lease)
+}
+
+/// The §4 answer from a conflated pop's jsonb; `None` when empty.
+fn answer_tree(pop: &PopRequest, mut r: Value, lease: String) -> Option<Response> {
     let mut messages = match r.get_mut("messages").map(Value::take) {
         Some(Value::Array(m)) if !m.is_empty() => m,
         _ => return None,

@@ -150,8 +150,9 @@ fn lane_width(ctl: Controller<'_>, key: &LaneKey) -> u32 {
     })
 }
 
-/// Feeds one attempt's outcome to the lane: `result` is the pop procedure's answer.
-pub fn observe(ctl: Controller<'_>, sizing: &Sizing, result: &Value) {
+/// Feeds one attempt's outcome to the lane: the partitions it claimed and
+/// the oldest `createdAt` it delivered (µs since the epoch).
+pub fn observe(ctl: Controller<'_>, sizing: &Sizing, claimed: i64, oldest: Option<i64>) {
     let cfg = ctl.cfg;
     let Some(Autopilot {
         lane: Some(key),
@@ -160,19 +161,6 @@ pub fn observe(ctl: Controller<'_>, sizing: &Sizing, result: &Value) {
     else {
         return;
     };
-    let claimed = result
-        .get("partitionsClaimed")
-        .and_then(Value::as_i64)
-        .unwrap_or(0);
-    let oldest = result
-        .get("messages")
-        .and_then(Value::as_array)
-        .and_then(|m| {
-            m.iter()
-                .filter_map(|x| x.get("createdAt").and_then(Value::as_str))
-                .filter_map(iso_micros)
-                .min()
-        });
     let now_us = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_micros() as i64);
@@ -282,19 +270,18 @@ mod tests {
             lanes: &lanes,
         };
         let lane = || ("t".to_string(), "wide".to_string(), "g".to_string());
-        let old =
-            json!({"partitionsClaimed": 64, "messages": [{"createdAt": "2000-01-01T00:00:00Z"}]});
+        let old = iso_micros("2000-01-01T00:00:00Z");
         let mut w = 0;
         for _ in 0..20 {
             let s = size(c, true, lane, None, None, false, 200);
             w = s.partitions;
-            observe(c, &s, &old);
+            observe(c, &s, 64, old);
         }
         assert_eq!(w, 64);
         for _ in 0..20 {
             let s = size(c, true, lane, None, None, false, 200);
             w = s.partitions;
-            observe(c, &s, &json!({"partitionsClaimed": 0, "messages": []}));
+            observe(c, &s, 0, None);
         }
         assert_eq!(w, 1);
     }

@@ -113,8 +113,8 @@ impl Batcher for AckBatch {
         match self.db.submit(job).await {
             StoreReply::Push(results) => results.into_iter().map(|r| r.map(Value::Array)).collect(),
             StoreReply::PushRefused { err, .. } => (0..n).map(|_| Err(err.clone())).collect(),
-            StoreReply::Pushed(_) => {
-                let e = StoreError::Db("push reply to an ack batch".into());
+            StoreReply::Pushed(_) | StoreReply::Popped(_) => {
+                let e = StoreError::Db("push or pop reply to an ack batch".into());
                 (0..n).map(|_| Err(e.clone())).collect()
             }
             StoreReply::Value(v) => {

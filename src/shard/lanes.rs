@@ -126,8 +126,8 @@ impl Batcher for PushBatch {
                     .map(|c| Outcome::Refused(items.by_ref().take(c).collect(), err.clone()))
                     .collect()
             }
-            StoreReply::Push(_) => {
-                let e = StoreError::Db("ack reply to a push".into());
+            StoreReply::Push(_) | StoreReply::Popped(_) => {
+                let e = StoreError::Db("ack or pop reply to a push".into());
                 (0..n).map(|_| Outcome::Done(Err(e.clone()))).collect()
             }
             StoreReply::Value(v) => {

@@ -365,7 +365,11 @@ async fn replay_lane(
                 vec![Err(err)]
             }
             StoreReply::Value(v) => vec![Err(v.err().unwrap_or(StoreError::Busy))],
-            StoreReply::Push(_) => vec![Err(StoreError::Db("ack reply to a replay batch".into()))],
+            StoreReply::Push(_) | StoreReply::Popped(_) => {
+                vec![Err(StoreError::Db(
+                    "ack or pop reply to a replay batch".into(),
+                ))]
+            }
         };
         if let Some(e) = results.iter().find_map(|r| r.as_ref().err()) {
             // Nothing of the batch committed (one transaction): put back any

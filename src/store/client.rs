@@ -12,6 +12,7 @@ use super::jobs::{
 };
 use super::kv_group::{CallAnswer, KvCall};
 use super::kv_pool::{JobState, KvJob, KvWork, KV_QUEUE_PATIENCE};
+use super::pop_compact::Popped;
 use crossbeam_channel::{Sender, TrySendError};
 use futures_channel::oneshot;
 use serde_json::Value;
@@ -115,9 +116,27 @@ impl DbClient {
     pub async fn call(&self, proc: Proc, arg: Value) -> Result<Value, StoreError> {
         match self.submit(Job::Call { proc, arg }).await {
             StoreReply::Value(v) => v,
+            StoreReply::Popped(_) => Err(StoreError::Db("pop reply to a call".into())),
             StoreReply::Push(_) | StoreReply::Pushed(_) | StoreReply::PushRefused { .. } => {
                 Err(StoreError::Db("push reply to a call".into()))
             }
+        }
+    }
+
+    /// One pop attempt (`queen.pop_compact`), answered typed with each
+    /// payload as its JSON text (`super::pop_compact`).
+    pub async fn pop(&self, arg: Value) -> Result<Box<Popped>, StoreError> {
+        match self
+            .submit(Job::Call {
+                proc: Proc::Pop,
+                arg,
+            })
+            .await
+        {
+            StoreReply::Popped(p) => p,
+            // a job that never ran (queue full, shutting down, lost reply)
+            StoreReply::Value(Err(e)) => Err(e),
+            _ => Err(StoreError::Db("not a pop reply".into())),
         }
     }
 

@@ -8,7 +8,9 @@
 //! - `db-<n>` (one per pooled connection): takes jobs from the one bounded
 //!   crossbeam queue, runs each as one round trip on a connection checked out
 //!   of the r2d2 pool, and sends the reply to the asking shard's inbox. The
-//!   inbox wakes the shard once per empty→non-empty transition.
+//!   inbox wakes the shard once per empty→non-empty transition. Which idle
+//!   thread takes the next job is the [`Relay`]'s: the one idle the shortest
+//!   time. Its mutex is the DB threads' own (no shard touches it).
 //!
 //! Every statement uses `query_typed` so that a job costs one round trip
 //! (no separate prepare).
@@ -25,8 +27,8 @@ use r2d2_postgres::PostgresConnectionManager;
 use serde_json::Value;
 use shards::inbox::InboxSender;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::thread::JoinHandle;
+use std::sync::{Arc, Mutex};
+use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant};
 
 type Pool = r2d2::Pool<PostgresConnectionManager<Connector>>;
@@ -80,6 +82,7 @@ impl DbGroup {
             replies.clone(),
         );
         let replies = Arc::new(replies);
+        let relay = Arc::new(Relay::default());
         let mut threads = Vec::new();
         let (boot_ready, boot_stop) = (ready.clone(), stop.clone());
         let apply = cfg.apply_schema;
@@ -90,17 +93,18 @@ impl DbGroup {
                 .expect("spawning a thread at boot"),
         );
         for n in 0..cfg.pool_size {
-            let (rx, pool, ready, replies, stop) = (
-                rx.clone(),
-                pool.clone(),
-                ready.clone(),
-                replies.clone(),
-                stop.clone(),
-            );
+            let worker = Worker {
+                rx: rx.clone(),
+                pool: pool.clone(),
+                ready: ready.clone(),
+                replies: replies.clone(),
+                stop: stop.clone(),
+                relay: relay.clone(),
+            };
             threads.push(
                 std::thread::Builder::new()
                     .name(format!("db-{n}"))
-                    .spawn(move || serve(rx, pool, ready, replies, stop))
+                    .spawn(move || worker.serve())
                     .expect("spawning a thread at boot"),
             );
         }
@@ -180,23 +184,48 @@ fn boot(
     }
 }
 
-fn serve(
+/// What one DB thread holds.
+struct Worker {
+    /// The job queue (every DB thread's).
     rx: Receiver<JobEnvelope>,
+    /// The connections.
     pool: Pool,
+    /// Set once the schema is applied.
     ready: Arc<AtomicBool>,
+    /// Every shard's reply inbox, by shard id.
     replies: Arc<Vec<InboxSender<ReplyEnvelope>>>,
+    /// Set by `DbGroup::stop`.
     stop: Arc<AtomicBool>,
-) {
-    loop {
-        let env = match rx.recv_timeout(STOP_POLL) {
-            Ok(env) => env,
-            Err(RecvTimeoutError::Timeout) if !stop.load(Ordering::Acquire) => continue,
-            Err(_) => return,
-        };
+    /// Whose turn it is to wait on the job queue.
+    relay: Arc<Relay>,
+}
+
+impl Worker {
+    fn serve(self) {
+        let me = Arc::new(Baton {
+            thread: std::thread::current(),
+            passed: AtomicBool::new(false),
+        });
+        while self.relay.wait_turn(&me, &self.stop) {
+            let env = loop {
+                match self.rx.recv_timeout(STOP_POLL) {
+                    Ok(env) => break env,
+                    Err(RecvTimeoutError::Timeout) if !self.stop.load(Ordering::Acquire) => {}
+                    Err(_) => return,
+                }
+            };
+            // The next job may arrive while this one runs: another thread waits for it.
+            self.relay.pass_on();
+            self.answer(env);
+        }
+    }
+
+    /// Runs one job and sends its reply.
+    fn answer(&self, env: JobEnvelope) {
         let taken = Instant::now();
         let kind = env.job.kind();
-        let reply = if ready.load(Ordering::Acquire) {
-            let reply = run(&pool, env.job);
+        let reply = if self.ready.load(Ordering::Acquire) {
+            let reply = run(&self.pool, env.job);
             log_link(&reply);
             reply
         } else {
@@ -204,13 +233,97 @@ fn serve(
         };
         let done = Instant::now();
         let timing = Timing::new(kind, env.sent, taken, done);
-        if let Some(inbox) = replies.get(env.shard.0) {
+        if let Some(inbox) = self.replies.get(env.shard.0) {
             // The shard may be shutting down; a lost reply then only drops an answer nobody awaits.
             let _ = inbox.send_blocking(ReplyEnvelope {
                 req: env.req,
                 reply: Reply::Store(reply),
                 timing: Some(timing),
             });
+        }
+    }
+}
+
+/// Hands the job queue to one idle DB thread at a time, the one idle the
+/// shortest time first (a stack), so a load that keeps k jobs running is
+/// served by the same k + 1 threads and the others never run.
+///
+/// Why: crossbeam wakes the receivers waiting on a channel in turn, so every
+/// DB thread of the pool ran jobs and kept a warm allocator heap (mimalloc's
+/// pages are per thread), its stack and its share of cross-thread frees, and
+/// the pool size (DB_POOL_SIZE, 20 in issue 18's runs) set the resident
+/// memory rather than the load (issue 18, broker memory). The cost: a job
+/// arriving while the new waiter is still being woken (a futex wake, µs)
+/// sits in the queue until it is up.
+#[derive(Debug, Default)]
+struct Relay {
+    /// The waiter and the parked threads; held for a few instructions.
+    state: Mutex<Turns>,
+}
+
+/// The relay's state.
+#[derive(Debug, Default)]
+struct Turns {
+    /// A thread is waiting on the job queue (or has been handed the turn).
+    leader: bool,
+    /// Parked idle threads, the most recently idle last.
+    idle: Vec<Arc<Baton>>,
+}
+
+/// One DB thread's place in the relay.
+#[derive(Debug)]
+struct Baton {
+    /// The thread, to unpark.
+    thread: Thread,
+    /// Set when the turn is handed to it.
+    passed: AtomicBool,
+}
+
+impl Relay {
+    fn turns(&self) -> std::sync::MutexGuard<'_, Turns> {
+        // A DB thread that panicked while holding it left nothing half-done
+        // (every change under the lock is one push, pop or flag).
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Blocks until it is `me`'s turn to wait on the job queue; false when
+    /// `stop` is set first. While parked it gives its allocator's freed
+    /// pages back once (a thread parked long holds none).
+    fn wait_turn(&self, me: &Arc<Baton>, stop: &AtomicBool) -> bool {
+        {
+            let mut t = self.turns();
+            if !t.leader {
+                t.leader = true;
+                return true;
+            }
+            me.passed.store(false, Ordering::Release);
+            t.idle.push(me.clone());
+        }
+        let mut collected = false;
+        loop {
+            std::thread::park_timeout(STOP_POLL);
+            if me.passed.load(Ordering::Acquire) {
+                return true;
+            }
+            if stop.load(Ordering::Acquire) {
+                return false;
+            }
+            if !collected {
+                crate::alloc::collect();
+                collected = true;
+            }
+        }
+    }
+
+    /// The waiter took a job: the most recently idle thread waits next.
+    fn pass_on(&self) {
+        let mut t = self.turns();
+        match t.idle.pop() {
+            Some(next) => {
+                next.passed.store(true, Ordering::Release);
+                next.thread.unpark();
+            }
+            None => t.leader = false,
         }
     }
 }
@@ -224,7 +337,8 @@ static PG_LOST: AtomicBool = AtomicBool::new(false);
 /// again (issue 7: one line per notable event, not one per failed job).
 fn log_link(reply: &StoreReply) {
     let lost = match reply {
-        StoreReply::Value(Err(StoreError::Unavailable(m))) => Some(m),
+        StoreReply::Value(Err(StoreError::Unavailable(m)))
+        | StoreReply::Popped(Err(StoreError::Unavailable(m))) => Some(m),
         StoreReply::PushRefused {
             err: StoreError::Unavailable(m),
             ..
@@ -266,11 +380,11 @@ fn run(pool: &Pool, job: Job) -> StoreReply {
                 .map(|_| Value::Null)
                 .map_err(classify),
         ),
-        // Pop answers in columns; the JSON is built here (src/store/pop_compact.rs).
+        // Pop answers in columns, typed here (src/store/pop_compact.rs).
         Job::Call {
             proc: Proc::Pop,
             arg,
-        } => StoreReply::Value(super::pop_compact::call(&mut conn, &arg)),
+        } => StoreReply::Popped(super::pop_compact::call(&mut conn, &arg).map(Box::new)),
         Job::Call { proc, arg } => StoreReply::Value(
             conn.query_typed(proc.sql(), &[(&arg, Type::JSONB)])
                 .map_err(classify)

@@ -269,6 +269,9 @@ impl fmt::Display for StoreError {
 pub enum StoreReply {
     /// A procedure's jsonb result (or `Health`'s `null`).
     Value(Result<Value, StoreError>),
+    /// A pop attempt's answer (`Proc::Pop`), typed, payloads as JSON text
+    /// (boxed: every slot of a reply inbox is as large as the largest variant).
+    Popped(Result<Box<super::pop_compact::Popped>, StoreError>),
     /// An ack batch: one result per request, each the request's slice of
     /// per-item results.
     Push(Vec<Result<Vec<Value>, StoreError>>),

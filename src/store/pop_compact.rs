@@ -1,15 +1,17 @@
 //! One pop attempt as one call of `queen.pop_compact` (sql/functions/pop.sql), its
-//! column answer turned into exactly the jsonb value `queen.pop`
-//! answers (`{messages:[{id, transactionId, traceId, data, producerSub,
-//! createdAt, partitionId, partition, queue, isEncrypted}], partitionsClaimed,
-//! queue, partition, partitionId, leaseExpiresAt}`), so the pop endpoint,
-//! long polling and the autopilot are unchanged.
+//! column answer read into a typed [`Popped`]: the claimed partitions and, per
+//! message, its columns with the payload kept as the JSON text PostgreSQL sent
+//! (`src/api/pop_answer.rs` writes the §4 answer from it).
 //!
-//! Runs on the DB threads. Why: building one jsonb object per message (ten
-//! keys, a `to_char` per timestamp) was most of a pop of 100 in PostgreSQL
-//! (2.5–3.8 ms against ~0.3 ms to read the same rows as arrays), and the
-//! broker then parsed all those keys back. The arrays come back in binary
-//! (uuids, timestamps), only the payloads are JSON text.
+//! Runs on the DB threads. Why columns: building one jsonb object per message
+//! (ten keys, a `to_char` per timestamp) was most of a pop of 100 in
+//! PostgreSQL (2.5–3.8 ms against ~0.3 ms to read the same rows as arrays).
+//! The arrays come back in binary (uuids, timestamps), only the payloads are
+//! JSON text. Why the payload stays text: parsing it into a `serde_json::Value`
+//! tree only to serialise it again held every payload twice, the tree several
+//! times the size of its text (issue 18, broker memory); the text is copied
+//! once out of the row, without the spaces jsonb's output puts after `:` and
+//! `,`, and written into the answer as it is.
 //!
 //! Order: messages of one claimed partition are contiguous, partitions in
 //! claim order; within a partition they are sorted here by (createdAt, id),
@@ -17,30 +19,131 @@
 
 use super::sql_error::classify;
 use super::StoreError;
-use postgres::types::Type;
-use serde_json::{Map, Value};
+use postgres::types::{FromSql, Type};
+use serde_json::Value;
 use std::time::{SystemTime, UNIX_EPOCH};
 use uuid::Uuid;
 
-/// The statement a pop attempt runs.
-const SQL: &str = "SELECT claimed, first_queue, first_partition, first_pid, lease_expires, \
-                   part_ids, part_names, queue_names, m_part, m_id, m_txid, m_trace, \
-                   m_payload, m_sub, m_created, m_enc FROM queen.pop_compact($1::jsonb)";
+/// The statement a pop attempt runs (the columns `Popped` needs; the
+/// function's first_* and lease columns serve no caller).
+const SQL: &str = "SELECT claimed, part_ids, part_names, queue_names, m_part, m_id, m_txid, \
+                   m_trace, m_payload, m_sub, m_created, m_enc FROM queen.pop_compact($1::jsonb)";
 
-/// One message's columns.
-type Row = (
-    i32,
-    Uuid,
-    Option<String>,
-    Option<Uuid>,
-    Option<Value>,
-    Option<String>,
-    SystemTime,
-    bool,
-);
+/// One claimed partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claimed {
+    /// `partitionId`.
+    pub id: Uuid,
+    /// `partition` (its name).
+    pub name: Option<String>,
+    /// `queue` (its queue's name).
+    pub queue: Option<String>,
+}
+
+/// One popped message, as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoppedMessage {
+    /// Index of its partition in [`Popped::partitions`]; `None` if
+    /// PostgreSQL named none (answered with null partition fields).
+    pub part: Option<usize>,
+    /// `id`.
+    pub id: Uuid,
+    /// `transactionId`.
+    pub transaction_id: Option<String>,
+    /// `traceId`.
+    pub trace_id: Option<Uuid>,
+    /// `data`: the payload's JSON text (`None`: SQL NULL, answered as null).
+    pub data: Option<JsonText>,
+    /// `producerSub`.
+    pub producer_sub: Option<String>,
+    /// `createdAt`.
+    pub created_at: SystemTime,
+    /// The row's `is_encrypted` flag (`data` is an envelope to open).
+    pub encrypted: bool,
+}
+
+/// What one pop attempt read: `queen.pop`'s answer, typed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Popped {
+    /// `partitionsClaimed`.
+    pub claimed: i32,
+    /// The claimed partitions, in claim order.
+    pub partitions: Vec<Claimed>,
+    /// The messages: partition in claim order, then append order.
+    pub messages: Vec<PoppedMessage>,
+}
+
+impl Popped {
+    /// The partition of `m`, when PostgreSQL named it.
+    pub fn partition_of(&self, m: &PoppedMessage) -> Option<&Claimed> {
+        m.part.and_then(|i| self.partitions.get(i))
+    }
+
+    /// The queue of the first message (a namespace/task pop's rates go to it).
+    pub fn first_queue(&self) -> Option<&str> {
+        let m = self.messages.first()?;
+        self.partition_of(m)?.queue.as_deref()
+    }
+
+    /// The oldest `createdAt` among the messages, µs since the epoch.
+    pub fn oldest_us(&self) -> Option<i64> {
+        self.messages.iter().map(|m| micros(m.created_at)).min()
+    }
+}
+
+/// A JSON text as PostgreSQL's jsonb output gave it, minus the blanks outside
+/// strings (so it reads as compactly as `serde_json` writes). Trusted to be
+/// valid JSON: jsonb never outputs anything else.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JsonText(pub String);
+
+impl<'a> FromSql<'a> for JsonText {
+    fn from_sql(
+        ty: &Type,
+        raw: &'a [u8],
+    ) -> Result<Self, Box<dyn std::error::Error + Sync + Send>> {
+        // jsonb's binary form is a version byte (1) and the text.
+        let text = if *ty == Type::JSONB {
+            match raw.split_first() {
+                Some((1, text)) => text,
+                _ => return Err("unsupported jsonb binary version".into()),
+            }
+        } else {
+            raw
+        };
+        Ok(JsonText(compact(std::str::from_utf8(text)?)))
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        *ty == Type::JSONB || *ty == Type::JSON
+    }
+}
+
+/// `text` without the whitespace between tokens (none inside strings is touched).
+fn compact(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let (mut in_string, mut escaped) = (false, false);
+    for c in text.chars() {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+            } else if c == '"' {
+                in_string = false;
+            }
+        } else if c == '"' {
+            in_string = true;
+        } else if matches!(c, ' ' | '\n' | '\r' | '\t') {
+            continue;
+        }
+        out.push(c);
+    }
+    out
+}
 
 /// Runs one pop attempt (`arg` as `queen.pop` takes it).
-pub fn call(c: &mut postgres::Client, arg: &Value) -> Result<Value, StoreError> {
+pub fn call(c: &mut postgres::Client, arg: &Value) -> Result<Popped, StoreError> {
     let rows = c
         .query_typed(SQL, &[(arg, Type::JSONB)])
         .map_err(classify)?;
@@ -51,124 +154,82 @@ pub fn call(c: &mut postgres::Client, arg: &Value) -> Result<Value, StoreError> 
 }
 
 /// A column that is NULL when nothing was claimed, as an empty vector.
-fn col<'a, T: postgres::types::FromSql<'a>>(
-    r: &'a postgres::Row,
-    i: usize,
-) -> Result<Vec<T>, postgres::Error> {
+fn col<'a, T: FromSql<'a>>(r: &'a postgres::Row, i: usize) -> Result<Vec<T>, postgres::Error> {
     Ok(r.try_get::<_, Option<Vec<T>>>(i)?.unwrap_or_default())
 }
 
-fn build(r: &postgres::Row) -> Result<Value, postgres::Error> {
+fn build(r: &postgres::Row) -> Result<Popped, postgres::Error> {
     let claimed: i32 = r.try_get(0)?;
-    let part_ids: Vec<Uuid> = col(r, 5)?;
-    let part_names: Vec<String> = col(r, 6)?;
-    let queue_names: Vec<String> = col(r, 7)?;
-    let mut msgs: Vec<Row> = Vec::new();
-    {
-        let k: Vec<i32> = col(r, 8)?;
-        let id: Vec<Uuid> = col(r, 9)?;
-        let txid: Vec<Option<String>> = col(r, 10)?;
-        let trace: Vec<Option<Uuid>> = col(r, 11)?;
-        let payload: Vec<Option<Value>> = col(r, 12)?;
-        let sub: Vec<Option<String>> = col(r, 13)?;
-        let created: Vec<SystemTime> = col(r, 14)?;
-        let enc: Vec<bool> = col(r, 15)?;
-        msgs.reserve(k.len());
-        let mut cols = (
-            id.into_iter(),
-            txid.into_iter(),
-            trace.into_iter(),
-            payload.into_iter(),
-            sub.into_iter(),
-            created.into_iter(),
-            enc.into_iter(),
-        );
-        for k in k {
-            // The arrays are aggregated from the same rows: equal lengths.
-            // A short one ends the list (and is caught by the count below).
-            let (Some(a), Some(b), Some(c), Some(d), Some(e), Some(f), Some(g)) = (
-                cols.0.next(),
-                cols.1.next(),
-                cols.2.next(),
-                cols.3.next(),
-                cols.4.next(),
-                cols.5.next(),
-                cols.6.next(),
-            ) else {
-                break;
-            };
-            msgs.push((k, a, b, c, d, e, f, g));
-        }
-    }
-    // partition in claim order, then append order
-    msgs.sort_by_key(|x| (x.0, x.6, x.1));
-    let text = |u: &Uuid| Value::String(u.hyphenated().to_string());
-    let pid_text: Vec<Value> = part_ids.iter().map(text).collect();
-    let mut messages = Vec::with_capacity(msgs.len());
-    for (k, id, txid, trace, payload, sub, created, enc) in msgs {
-        let i = usize::try_from(k - 1).ok().filter(|i| *i < part_ids.len());
-        let (pid, pname, qname) = match i {
-            Some(i) => (
-                pid_text[i].clone(),
-                part_names
-                    .get(i)
-                    .cloned()
-                    .map_or(Value::Null, Value::String),
-                queue_names
-                    .get(i)
-                    .cloned()
-                    .map_or(Value::Null, Value::String),
-            ),
-            None => (Value::Null, Value::Null, Value::Null),
+    let ids: Vec<Uuid> = col(r, 1)?;
+    let mut names = col::<Option<String>>(r, 2)?.into_iter();
+    let mut queues = col::<Option<String>>(r, 3)?.into_iter();
+    let partitions: Vec<Claimed> = ids
+        .into_iter()
+        .map(|id| Claimed {
+            id,
+            name: names.next().flatten(),
+            queue: queues.next().flatten(),
+        })
+        .collect();
+    let k: Vec<i32> = col(r, 4)?;
+    let mut cols = (
+        col::<Uuid>(r, 5)?.into_iter(),
+        col::<Option<String>>(r, 6)?.into_iter(),
+        col::<Option<Uuid>>(r, 7)?.into_iter(),
+        col::<Option<JsonText>>(r, 8)?.into_iter(),
+        col::<Option<String>>(r, 9)?.into_iter(),
+        col::<SystemTime>(r, 10)?.into_iter(),
+        col::<bool>(r, 11)?.into_iter(),
+    );
+    let mut messages = Vec::with_capacity(k.len());
+    for k in k {
+        // The arrays are aggregated from the same rows: equal lengths.
+        // A short one ends the list.
+        let (Some(id), Some(txid), Some(trace), Some(data), Some(sub), Some(created), Some(enc)) = (
+            cols.0.next(),
+            cols.1.next(),
+            cols.2.next(),
+            cols.3.next(),
+            cols.4.next(),
+            cols.5.next(),
+            cols.6.next(),
+        ) else {
+            break;
         };
-        let mut m = Map::new();
-        m.insert("id".into(), text(&id));
-        m.insert(
-            "transactionId".into(),
-            txid.map_or(Value::Null, Value::String),
-        );
-        m.insert("traceId".into(), trace.as_ref().map_or(Value::Null, text));
-        m.insert("data".into(), payload.unwrap_or(Value::Null));
-        m.insert("producerSub".into(), sub.map_or(Value::Null, Value::String));
-        m.insert("createdAt".into(), Value::String(iso(created)));
-        m.insert("partitionId".into(), pid);
-        m.insert("partition".into(), pname);
-        m.insert("queue".into(), qname);
-        m.insert("isEncrypted".into(), Value::Bool(enc));
-        messages.push(Value::Object(m));
+        messages.push(PoppedMessage {
+            part: usize::try_from(k.saturating_sub(1))
+                .ok()
+                .filter(|i| *i < partitions.len()),
+            id,
+            transaction_id: txid,
+            trace_id: trace,
+            data,
+            producer_sub: sub,
+            created_at: created,
+            encrypted: enc,
+        });
     }
-    let first_pid: Option<Uuid> = r.try_get(3)?;
-    let lease: Option<SystemTime> = r.try_get(4)?;
-    let mut out = Map::new();
-    out.insert("messages".into(), Value::Array(messages));
-    out.insert("partitionsClaimed".into(), Value::from(claimed));
-    out.insert(
-        "queue".into(),
-        r.try_get::<_, Option<String>>(1)?
-            .map_or(Value::Null, Value::String),
-    );
-    out.insert(
-        "partition".into(),
-        r.try_get::<_, Option<String>>(2)?
-            .map_or(Value::Null, Value::String),
-    );
-    out.insert(
-        "partitionId".into(),
-        first_pid.as_ref().map_or(Value::Null, text),
-    );
-    out.insert(
-        "leaseExpiresAt".into(),
-        lease.map_or(Value::Null, |t| Value::String(iso(t))),
-    );
-    Ok(Value::Object(out))
+    // partition in claim order, then append order (an unnamed partition first, as
+    // its index 0 sorted before)
+    messages.sort_by_key(|m| (m.part.map_or(0, |i| i + 1), m.created_at, m.id));
+    Ok(Popped {
+        claimed,
+        partitions,
+        messages,
+    })
+}
+
+/// µs since the epoch (negative before it).
+fn micros(t: SystemTime) -> i64 {
+    match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => d.as_micros() as i64,
+        Err(e) => -(e.duration().as_micros() as i64),
+    }
 }
 
 /// `queen.iso`'s format: UTC, microseconds, `Z` (`2025-01-31T12:34:56.123456Z`).
 pub fn iso(t: SystemTime) -> String {
-    let us: i64 = match t.duration_since(UNIX_EPOCH) {
-        Ok(d) => d.as_micros() as i64,
-        Err(e) => -(e.duration().as_micros() as i64),
-    };
+    let us = micros(t);
     let secs = us.div_euclid(1_000_000);
     let frac = us.rem_euclid(1_000_000);
     let days = secs.div_euclid(86_400);
@@ -199,8 +260,24 @@ fn civil(z: i64) -> (i64, i64, i64) {
 
 #[cfg(test)]
 mod tests {
-    use super::iso;
+    use super::{compact, iso, JsonText};
+    use postgres::types::{FromSql, Type};
     use std::time::{Duration, UNIX_EPOCH};
+
+    #[test]
+    fn jsonb_text_loses_its_blanks_but_never_inside_strings() {
+        assert_eq!(
+            compact(r#"{"a": [1, 2], "b c": "x, \"y\": z", "d": {"e": null}}"#),
+            r#"{"a":[1,2],"b c":"x, \"y\": z","d":{"e":null}}"#
+        );
+        assert_eq!(compact(r#""tab\\" , 1"#), r#""tab\\",1"#);
+        let raw = b"\x01{\"k\": \"v\"}";
+        assert_eq!(
+            JsonText::from_sql(&Type::JSONB, raw).unwrap(),
+            JsonText(r#"{"k":"v"}"#.into())
+        );
+        assert!(JsonText::from_sql(&Type::JSONB, b"\x02{}").is_err());
+    }
 
     #[test]
     fn iso_matches_queen_iso() {

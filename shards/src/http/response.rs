@@ -48,6 +48,28 @@ impl Response {
     /// written for every status except 1xx, 204 and 304, where RFC 9110
     /// forbids a body.
     pub fn write_to(&self, out: &mut Vec<u8>, close: bool, head: bool) {
+        self.write_head(out, close);
+        out.extend_from_slice(self.body_to_send(head));
+    }
+
+    /// The bytes that follow the head on the wire: the body, or nothing for
+    /// a HEAD request and the statuses that have none.
+    pub fn body_to_send(&self, head: bool) -> &[u8] {
+        if head || self.bodyless() {
+            &[]
+        } else {
+            &self.body
+        }
+    }
+
+    /// Whether RFC 9110 forbids this status a body (1xx, 204, 304).
+    fn bodyless(&self) -> bool {
+        self.status < 200 || self.status == 204 || self.status == 304
+    }
+
+    /// Appends the status line and headers (through the blank line) to
+    /// `out`, as [`Response::write_to`] does; the body is the caller's.
+    pub fn write_head(&self, out: &mut Vec<u8>, close: bool) {
         out.extend_from_slice(b"HTTP/1.1 ");
         out.extend_from_slice(self.status.to_string().as_bytes());
         out.push(b' ');
@@ -65,8 +87,7 @@ impl Response {
             out.extend_from_slice(value.as_bytes());
             out.extend_from_slice(b"\r\n");
         }
-        let bodyless = self.status < 200 || self.status == 204 || self.status == 304;
-        if !bodyless {
+        if !self.bodyless() {
             out.extend_from_slice(b"Content-Length: ");
             out.extend_from_slice(self.body.len().to_string().as_bytes());
             out.extend_from_slice(b"\r\n");
@@ -75,9 +96,6 @@ impl Response {
             out.extend_from_slice(b"Connection: close\r\n");
         }
         out.extend_from_slice(b"\r\n");
-        if !head && !bodyless {
-            out.extend_from_slice(&self.body);
-        }
     }
 }
 
