@@ -21,12 +21,13 @@ OUT=${OUT:-/tmp/cand-out}; mkdir -p "$OUT"
 TMP=$(mktemp -d /tmp/queen-cand.XXXXXX); chmod 755 "$TMP"
 trap bench_cleanup EXIT
 pg_start
-"${PSQL[@]}" -d postgres -c "ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'" \
-    -c "ALTER SYSTEM SET pg_stat_statements.track = 'all'"
-runuser -u postgres -- "$PGBIN/pg_ctl" -D "$PGDATA" -w -m fast restart >/dev/null
+printf "shared_preload_libraries = 'pg_stat_statements'\npg_stat_statements.track = 'all'\n" >>"$PGDATA/postgresql.conf"
+runuser -u postgres -- "$PGBIN/pg_ctl" -D "$PGDATA" -l "$TMP/pg.log" -w -m fast restart >/dev/null
 PGPID=$(head -1 "$PGDATA/postmaster.pid")
 "${PSQL[@]}" -d queen -c "CREATE EXTENSION pg_stat_statements"
 broker_start "$1"
+# SQL_OVERRIDE="f1 f2 ...": psql -f each after boot (a branch's sql/ on another binary)
+for f in ${SQL_OVERRIDE:-}; do "${PSQL[@]}" -d queen -v ON_ERROR_STOP=1 -f "$f" >/dev/null; done
 checkpoint
 PSS="select calls, round((total_exec_time/calls)::numeric, 3) as ms_per_call, left(regexp_replace(query, '\s+', ' ', 'g'), 70) from pg_stat_statements where query ilike"
 case "$2" in
@@ -42,7 +43,9 @@ for l in sys.stdin:
     "${PSQL[@]}" -d queen -c "select count(*) as left_in_queue from queen.messages m join queen.partition_lookup pl on pl.partition_id = m.partition_id join queen.partition_consumers pc on pc.partition_id = m.partition_id and pc.consumer_group = 'scale' where (m.created_at, m.id) > (pc.last_consumed_created_at, pc.last_consumed_id)"
     "${PSQL[@]}" -d queen -c "select pg_stat_statements_reset()" >/dev/null
     Q="select count(*) from queen.pop_candidates((select array_agg(id) from queen.queues where name like '%drain%'), null, 'scale', now(), 12)"
-    for _ in $(seq 1 20); do "${PSQL[@]}" -d queen -c "$Q" >/dev/null; done
+    # one session: the first call compiles and plans, the other 20 reuse the cached plans
+    QA=(); for _ in $(seq 1 21); do QA+=(-c "$Q"); done
+    "${PSQL[@]}" -d queen -c "select pg_stat_statements_reset()" "${QA[@]}" >/dev/null
     "${PSQL[@]}" -d queen -c "$PSS '%from queen.pop_candidates(%' and query not ilike '%pg_stat%' order by calls desc limit 3"
     "${PSQL[@]}" -d queen -c "LOAD 'auto_explain'" -c "SET auto_explain.log_min_duration=0" \
         -c "SET auto_explain.log_nested_statements=on" -c "SET auto_explain.log_analyze=on" \
