@@ -21,6 +21,15 @@ CREATE OR REPLACE FUNCTION queen.lock_key(pid uuid, grp text) RETURNS bigint
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS
 $$ SELECT hashtextextended(pid::text || '|' || grp, 7371) $$;
 
+-- The 10-second slot of a newest-message time: partition_lookup.last_message_slot is this
+-- expression of last_message_created_at (a generated column of
+-- sql/schema/013_lookup_slot.sql, written out there; sql/test/10_push.sql checks they
+-- agree). It is monotone, so "ts >= x" implies "slot >= lookup_slot(x)": readers add that
+-- as a redundant bound to range-scan partition_lookup_slot_idx with the same answers.
+CREATE OR REPLACE FUNCTION queen.lookup_slot(ts timestamptz) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS
+$$ SELECT floor(extract(epoch FROM ts - timestamptz '1970-01-01 00:00:00+00') / 10)::bigint $$;
+
 -- Consumer-group administration (http-api.md §11): listing with lag, lagging
 -- partitions, one group's detail, delete, subscription rewrite, seek.
 --

@@ -384,12 +384,18 @@ BEGIN
        AND (p->>'task' IS NULL OR q.task = p->>'task');
     v_qids := coalesce(v_qids, '{}');
     IF v_fast THEN
+        -- The slot bound is implied by "last_message_created_at >= v_from" (same rows) and
+        -- makes it a range of partition_lookup_slot_idx; ordering by the slot first (it
+        -- is monotone in the time, so the order is the same) lets an incremental sort stop
+        -- after the newest slots that hold k partitions.
         SELECT x.ts, x.id INTO v_cut, v_cut_id FROM (
             SELECT pl.last_message_created_at AS ts, pl.last_message_id AS id
               FROM queen.partition_lookup pl JOIN queen.partitions pt ON pt.id = pl.partition_id
              WHERE pl.queue_id = ANY (v_qids) AND pl.last_message_created_at >= v_from
+               AND pl.last_message_slot >= queen.lookup_slot(v_from)
                AND (p->>'partition' IS NULL OR pt.name = p->>'partition')
-             ORDER BY pl.last_message_created_at DESC, pl.last_message_id DESC
+             ORDER BY pl.last_message_slot DESC, pl.last_message_created_at DESC,
+                      pl.last_message_id DESC
              OFFSET greatest(v_k - 1, 0) LIMIT 1) x;
         IF v_cut IS NULL THEN  -- fewer than k partitions: all of them
             v_cut := '-infinity';
@@ -403,6 +409,7 @@ BEGIN
                                   WHERE mm.partition_id = pl.partition_id
                                     AND mm.created_at >= v_from AND mm.created_at <= v_to) m
              WHERE pl.queue_id = ANY (v_qids) AND pl.last_message_created_at >= v_from
+               AND pl.last_message_slot >= queen.lookup_slot(v_from)
                AND (p->>'partition' IS NULL OR pt.name = p->>'partition')
              LIMIT queen.msg_count_cap()) z;
     END IF;

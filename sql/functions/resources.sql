@@ -332,6 +332,8 @@ LANGUAGE sql STABLE SET jit = off AS $$
               JOIN queen.queues q ON q.tenant_id = t.tenant
               JOIN queen.partition_lookup pl ON pl.queue_id = q.id
                AND pl.last_message_created_at > now() - interval '60 seconds'
+               -- implied by the line above; a range of partition_lookup_slot_idx
+               AND pl.last_message_slot >= queen.lookup_slot(now() - interval '60 seconds')
               JOIN queen.messages m ON m.partition_id = pl.partition_id
                AND m.created_at > now() - interval '60 seconds')
     SELECT jsonb_build_object(

@@ -101,3 +101,16 @@ BEGIN
   ASSERT r->0->>'status' = 'queued', 'other tenant, other queue';
   ASSERT (SELECT count(*) FROM queen.queues WHERE name = 'dedup.q') = 2;
 END $$;
+
+-- partition_lookup.last_message_slot (a generated column, sql/schema/013_lookup_slot.sql)
+-- is queen.lookup_slot(last_message_created_at): the readers' slot bounds rely on it
+DO $$
+BEGIN
+  ASSERT (SELECT count(*) FROM queen.partition_lookup WHERE last_message_created_at IS NOT NULL) > 0;
+  ASSERT NOT EXISTS (SELECT 1 FROM queen.partition_lookup
+                      WHERE last_message_slot IS DISTINCT FROM queen.lookup_slot(last_message_created_at)),
+         'slot column and queen.lookup_slot disagree';
+  ASSERT queen.lookup_slot('1970-01-01 00:00:19.999999+00') = 1
+     AND queen.lookup_slot('1970-01-01 00:00:20+00') = 2
+     AND queen.lookup_slot('1969-12-31 23:59:59+00') = -1, 'slot boundaries';
+END $$;

@@ -55,6 +55,7 @@ const FILES: &[(&str, &str)] = &[
     sql!("schema/010_ephemeral.sql"),
     sql!("schema/011_streams.sql"),
     sql!("schema/012_hot_leases.sql"),
+    sql!("schema/013_lookup_slot.sql"),
     sql!("schema/014_stats_ref_position.sql"),
     sql!("functions/core.sql"),
     sql!("functions/stats.sql"),
