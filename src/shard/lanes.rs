@@ -21,9 +21,11 @@ use std::fmt;
 use std::rc::Rc;
 
 /// Push batches a shard keeps in flight at once. With two shards this puts
-/// up to 8 push transactions in PostgreSQL at a time: enough for group
-/// commit to pay, few enough that batches grow under load.
-pub const MAX_INFLIGHT_BATCHES: usize = 4;
+/// up to 4 push transactions in PostgreSQL at a time: on a 2-core box that
+/// is enough for group commit to pay, and batches grow under load instead of
+/// more small ones contending (4 in flight: push b10 0.83x, p1000 0.92x,
+/// bench/results/2026-12-02-9be8ff8-vs-adee85d.md).
+pub const MAX_INFLIGHT_BATCHES: usize = 2;
 // The spool replays through as many lanes as a push lane keeps batches in
 // flight (see `REPLAY_LANES`); the spool cannot name this constant (it sits
 // below the shard), so the tie is checked here, at compile time.
