@@ -19,7 +19,8 @@
 # PostgreSQL INSERT b100 ceiling (pg-ceiling) before and after, for ratios.
 # HEAD_BIN / BASE_BIN: prebuilt brokers to use instead of building (the
 # labels then still say which revisions you meant). Environment as run.sh:
-# NUM_WORKERS (2), DB_POOL_SIZE (8), BENCH_TARGET_DIR.
+# NUM_WORKERS (2), DB_POOL_SIZE (8), BENCH_TARGET_DIR. ONLY="drain latency"
+# (any of push, drain, latency) runs those scenario families alone.
 # Must run as root (PostgreSQL runs as user postgres).
 set -euo pipefail
 
@@ -90,6 +91,7 @@ round() {
     # original's 18,500 msg/s and the issue's "0.5x the INSERT ceiling" were
     # taken in it); b100 and b10 over 1,000 partitions (ours, harsher).
     for shape in "100 100" "100 1000" "10 1000"; do
+        wanted push || break
         set -- $shape
         if [ "$2" = 100 ]; then
             # the target's ratio pairs this push with the ceiling right before it:
@@ -103,15 +105,18 @@ round() {
         "${Q[@]}" push --batch "$1" --conns 50 --partitions "$2" --duration "$DUR" --warmup "$WARM" \
             --payload-bytes 100 >>"$JSONL" || bench_log "$name push b$1 p$2 exited $?"
     done
-    scenario_start "$name" || return 1
+    wanted drain && { scenario_start "$name" || return 1
     "${Q[@]}" drain --prefill "$PREFILL" --partitions 100 --batch 100 --conns 10 >>"$JSONL" \
-        || bench_log "$name drain exited $?"
-    scenario_start "$name" || return 1
+        || bench_log "$name drain exited $?"; }
+    wanted latency && { scenario_start "$name" || return 1
     "${Q[@]}" latency --rate 1000 --batch 10 --producers 4 --consumers 4 --partitions 10 \
-        --duration "$DUR" --warmup "$WARM" >>"$JSONL" || bench_log "$name latency exited $?"
+        --duration "$DUR" --warmup "$WARM" >>"$JSONL" || bench_log "$name latency exited $?"; }
     broker_stop
     bench_log "round $r: $name done"
 }
+
+# Whether scenario family $1 (push, drain, latency) is in ONLY (default: all).
+wanted() { [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" $1 "* ]]; }
 
 # Fresh database, checkpoint, build $1's broker; sets Q (the bench command).
 scenario_start() {
