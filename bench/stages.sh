@@ -16,7 +16,8 @@
 # (queen-bench), EXTRA_ENV (more VAR=value for the broker), STATEMENTS=1
 # (also PostgreSQL's own time per top-level statement, from pg_stat_statements:
 # a stage's round trip minus its statement is commit, protocol and waiting).
-# Quiet box only.
+# WAITS=1 (also samples pg_stat_activity every 10 ms for 6 s during the load:
+# what PostgreSQL's client backends were doing, by statement). Quiet box only.
 set -euo pipefail
 
 BENCH_DIR=$(cd "$(dirname "$0")" && pwd)
@@ -42,6 +43,23 @@ pg_start
 broker_start "$BROKER_BIN"
 if [ "${STATEMENTS:-0}" = 1 ]; then
     "${PSQL[@]}" -d queen -c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" >/dev/null
+fi
+if [ "${WAITS:-0}" = 1 ]; then
+    (sleep "$WARM"; "${PSQL[@]}" -d queen -At >"$TMP/waits.txt" 2>/dev/null <<'SQL'
+CREATE TEMP TABLE s(w text);
+DO $$ BEGIN FOR i IN 1..600 LOOP
+  PERFORM pg_stat_clear_snapshot();
+  INSERT INTO s SELECT coalesce(wait_event_type, 'CPU') || ':' || coalesce(wait_event, '-') || ' ' ||
+         CASE WHEN query LIKE '%ack_typed%' THEN 'ack' WHEN query LIKE '%push_typed%' THEN 'push'
+              WHEN query LIKE '%pop_compact%' THEN 'pop' ELSE 'other' END
+    FROM pg_stat_activity
+   WHERE state = 'active' AND pid <> pg_backend_pid() AND backend_type = 'client backend';
+  PERFORM pg_sleep(0.01);
+END LOOP; END $$;
+SELECT count(*) || ' ' || w FROM s GROUP BY w ORDER BY count(*) DESC;
+SQL
+    ) &
+    WAITS_PID=$!
 fi
 "$QB" --url "$URL" --pid "$BROKER_PID" --pg-pid "$PGPID" --json latency --rate "$RATE" \
     --batch "$BATCH" --producers 4 --consumers 4 --partitions 10 --duration "$DUR" --warmup "$WARM" \
@@ -95,4 +113,9 @@ if [ "${STATEMENTS:-0}" = 1 ]; then
     "${PSQL[@]}" -d queen -F ' | ' -Atc "
     SELECT wal_sync, round((wal_sync_time / greatest(wal_sync, 1))::numeric, 3), wal_write
       FROM pg_stat_wal"
+fi
+if [ "${WAITS:-0}" = 1 ]; then
+    wait "$WAITS_PID"
+    echo "PostgreSQL client backends, samples by wait event and statement:"
+    grep -vE '^(CREATE|DO)' "$TMP/waits.txt" || true
 fi
