@@ -13,7 +13,7 @@
 #   BROKER_BIN=target/release/queen bench/stages.sh [RATE] [BATCH]
 #
 # Environment: NUM_WORKERS (2), DB_POOL_SIZE (8), DUR (10), WARM (2), QB
-# (queen-bench), EXTRA_ENV (more VAR=value for the broker), STATEMENTS=1
+# (queen-bench, built by run.sh into BENCH_TARGET_DIR), EXTRA_ENV (more VAR=value for the broker), STATEMENTS=1
 # (also PostgreSQL's own time per top-level statement, from pg_stat_statements:
 # a stage's round trip minus its statement is commit, protocol and waiting).
 # WAITS=1 (also samples pg_stat_activity every 10 ms for 6 s during the load:
@@ -30,7 +30,7 @@ WARM=${WARM:-2}
 RATE=${1:-1000}
 BATCH=${2:-10}
 BROKER_BIN=${BROKER_BIN:-$REPO/target/release/queen}
-QB=${QB:-$(ls /tmp/target-bench/release/queen-bench 2>/dev/null | head -1 || true)}
+QB=${QB:-${BENCH_TARGET_DIR:-/tmp/target-bench}/release/queen-bench}
 # shellcheck disable=SC2086
 [ -n "${EXTRA_ENV:-}" ] && export ${EXTRA_ENV?}
 

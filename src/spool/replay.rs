@@ -55,10 +55,10 @@ const PARK_RETRY: Duration = Duration::from_secs(1);
 const REPLAY_FUSED_BATCHES: usize = 10;
 /// Replay lanes per shard, i.e. replay batches in flight at once per shard:
 /// as many as the push lanes keep (`shard::lanes::MAX_INFLIGHT_BATCHES`, which
-/// asserts the two agree), which is what
-/// lets live pushes overlap their round trips; with two shards that is 4
-/// replay transactions. One lane (the previous
-/// design) drained at 0.46x the normal push rate (bench/history/2026-11-diary.md).
+/// asserts the two agree), which is what lets live pushes overlap their round
+/// trips; with two shards that is 4 replay transactions. One lane (the
+/// previous design) drained at 0.46x the normal push rate
+/// (bench/history/2026-11-diary.md).
 pub const REPLAY_LANES: usize = 2;
 /// Records parsed between yields while a segment is decoded, so a 10,000
 /// record segment does not hold the shard's live requests for its whole parse.
