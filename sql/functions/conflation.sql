@@ -155,7 +155,7 @@ BEGIN
     v_remaining := v_batch;
 
     FOR c IN SELECT * FROM queen.pop_candidates(v_qids, v_part, v_group, v_now,
-                                                v_maxparts * 4 + 8) LOOP
+                                                v_maxparts * 4 + 8, queen.pop_sweep_depth(p)) LOOP
         EXIT WHEN v_claimed >= v_maxparts OR v_remaining <= 0;
         v_conflate := c.qid = ANY (v_cq);
         -- the try-lock, then the cursor re-read under it (queen.pop_lock)

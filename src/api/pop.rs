@@ -290,6 +290,10 @@ pub async fn handle(shard: &Rc<Shard>, req: &Request, scope: Scope) -> Result<Re
             woken = Some(now);
         }
         empties += 1;
+        // Re-checks skip the candidates' deep sweep (queen.pop_sweep_depth): the
+        // first attempt already looked for backlog; what is new since is found
+        // by the cheap sources.
+        pop.arg["recheck"] = Value::Bool(true);
         if empties >= cfg.wait_backoff_threshold {
             let next = interval.as_secs_f64() * cfg.wait_backoff_multiplier;
             interval = Duration::from_secs_f64(next).min(Duration::from_millis(cfg.wait_max_ms));

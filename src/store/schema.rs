@@ -57,6 +57,7 @@ const FILES: &[(&str, &str)] = &[
     sql!("schema/012_hot_leases.sql"),
     sql!("schema/013_lookup_slot.sql"),
     sql!("schema/014_stats_ref_position.sql"),
+    sql!("schema/015_pop_candidates_depth.sql"),
     sql!("functions/core.sql"),
     sql!("functions/stats.sql"),
     sql!("functions/push.sql"),
