@@ -77,7 +77,9 @@ $$;
 --    partition's newest message (partition_consumers_suspect_idx), from a random point;
 --  * sweep: the queue's partitions in partition-id order from a random point, wrapping
 --    (partition_lookup_queue_pid_idx): the backlog nobody has looked at yet.
--- With <= 256 partitions per queue the sweep tests every partition (exact). The
+-- With <= 256 partitions per queue the sweep tests every partition (exact); over more,
+-- an empty answer is followed by one deeper sweep of up to p_deep partitions per
+-- queue (see the end of the function). The
 -- claimable partitions found (at most 3 * p_limit) are ranked by priority, then oldest
 -- cursor, so a backlog found by the sweep still goes before fresh data.
 --
