@@ -9,7 +9,7 @@ for r in $(seq 1 "${3:-2}"); do
     for claim in 1 16; do
       for side in base head; do
         bin=$1; [ "$side" = head ] && bin=$2
-        rate=$("$here/2026-12-03-drain-timeline.sh" "$bin" "$parts" 200000 "$claim" 2>/dev/null \
+        rate=$("$here/2026-12-03-drain-timeline.sh" "$bin" "$parts" 200000 "$claim" 2>&1 \
                | awk '/^drain/ {print $7}')
         echo "round $r parts $parts claim $claim $side $rate msg/s"
       done
