@@ -470,13 +470,17 @@ impl Spool {
     pub fn publish(&self) {
         let st = self.state.borrow();
         // Counted records not in a sealed segment are in the active one (its
-        // own record count grows only once the append is on disk).
-        let oldest = st.sealed.front().map(|s| s.since).or_else(|| {
-            st.active
-                .as_ref()
-                .filter(|_| st.records > 0)
-                .map(|(_, t)| *t)
-        });
+        // own record count grows only once the append is on disk). With no
+        // record counted there is no age: a sealed segment whose records are
+        // all replayed waits only for its file to be removed.
+        let oldest = (st.records > 0)
+            .then(|| {
+                st.sealed
+                    .front()
+                    .map(|s| s.since)
+                    .or_else(|| st.active.as_ref().map(|(_, t)| *t))
+            })
+            .flatten();
         if let Some(g) = stats::board().get(self.shard.0) {
             g.set(
                 st.records,
