@@ -2,12 +2,15 @@
 # Throw-away PostgreSQL + behaviour tests for the files of sql/ORDER.
 #   sql/test/run.sh            # all tests + throughput check
 #   SKIP_BENCH=1 sql/test/run.sh
-# Env: QUEEN_SQL_TEST_PORT (default 55432), QUEEN_SQL_TEST_DIR (default /tmp/sqlwork/test-$$),
+# Env: QUEEN_SQL_TEST_PORT (default: a free port the kernel picks), QUEEN_SQL_TEST_DIR (default /tmp/sqlwork/test-$$),
 #      KEEP=1 leaves the server running (prints how to stop it).
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 SQLDIR="$(dirname "$HERE")"
-PORT="${QUEEN_SQL_TEST_PORT:-55432}"
+# A fixed port collides with whatever else holds it (a broker test's cluster,
+# a developer's server); by default take one the kernel reports free.
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+PORT="${QUEEN_SQL_TEST_PORT:-$(free_port)}"
 BASE="${QUEEN_SQL_TEST_DIR:-/tmp/sqlwork/test-$$}"
 DATA="$BASE/data"
 
@@ -25,9 +28,23 @@ as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
 
 mkdir -p "$BASE"
 [ "$(id -u)" = 0 ] && chown postgres "$BASE" "$(dirname "$BASE")" 2>/dev/null || true
-as_pg "$INITDB" -D "$DATA" -U postgres -A trust >/dev/null
-as_pg "$PGCTL" -D "$DATA" -w -l "$BASE/pg.log" \
-  -o "-p $PORT -k $BASE -c listen_addresses=127.0.0.1 -c max_connections=60 -c fsync=off -c synchronous_commit=on -c shared_buffers=256MB" start >/dev/null
+if ! as_pg "$INITDB" -D "$DATA" -U postgres -A trust >"$BASE/initdb.log" 2>&1; then
+  echo "sql/test: initdb failed in $DATA:" >&2; tail -20 "$BASE/initdb.log" >&2; exit 1
+fi
+# A start can lose its port to a racing process between the probe and the
+# bind; then it retries once on a fresh one (unless the port was asked for).
+started=0
+for attempt in 1 2; do
+  if as_pg "$PGCTL" -D "$DATA" -w -l "$BASE/pg.log" \
+    -o "-p $PORT -k $BASE -c listen_addresses=127.0.0.1 -c max_connections=60 -c fsync=off -c synchronous_commit=on -c shared_buffers=256MB" start >/dev/null; then
+    started=1; break
+  fi
+  echo "sql/test: PostgreSQL did not start on port $PORT (attempt $attempt); its log:" >&2
+  tail -20 "$BASE/pg.log" >&2 || true
+  [ -n "${QUEEN_SQL_TEST_PORT:-}" ] && break
+  PORT="$(free_port)"
+done
+if [ "$started" != 1 ]; then rm -rf "$BASE"; exit 1; fi
 
 stop() {
   if [ "${KEEP:-0}" = 1 ]; then
