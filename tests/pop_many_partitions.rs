@@ -51,3 +51,54 @@ fn a_pop_finds_the_last_messages_of_a_backlog_over_thousands_of_partitions() {
         "the group has consumed everything"
     );
 }
+
+/// Sum over shards of a `queen_shard_*` counter in the Prometheus text.
+fn shard_total(b: &Broker, name: &str) -> u64 {
+    let text = b.get("/metrics/prometheus").text();
+    let series = format!("{name}_total{{");
+    text.lines()
+        .filter(|l| l.starts_with(&series))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>() as u64
+}
+
+#[test]
+fn pops_of_an_empty_wide_queue_do_not_sweep_it_back_to_back_and_a_push_is_found_at_once() {
+    let db = Db::fresh();
+    let b = Broker::start(&db);
+    let items: Vec<Value> = (0..600)
+        .map(|n| json!({"queue": "idle", "partition": format!("p{n}"), "payload": {"n": n}}))
+        .collect();
+    b.push(Value::Array(items));
+    let pop = "/api/v1/pop/queue/idle?batch=100&partitions=100&consumerGroup=g&autoAck=true";
+    let mut seen = 0;
+    while let Some(p) = b.pop(pop) {
+        seen += messages(&p).len();
+        assert!(seen <= 600, "more delivered than pushed");
+    }
+    assert_eq!(seen, 600, "the backlog drained before the queue went empty");
+
+    let swept = shard_total(&b, "queen_shard_pop_deep_sweeps");
+    let skipped = shard_total(&b, "queen_shard_pop_deep_sweeps_skipped");
+    const POPS: u64 = 20;
+    for _ in 0..POPS {
+        assert!(b.pop(pop).is_none(), "nothing left to deliver");
+    }
+    let swept = shard_total(&b, "queen_shard_pop_deep_sweeps") - swept;
+    let skipped = shard_total(&b, "queen_shard_pop_deep_sweeps_skipped") - skipped;
+    assert_eq!(
+        swept + skipped,
+        POPS,
+        "every pop's first attempt is counted once"
+    );
+    assert!(
+        skipped >= 1 && swept < POPS,
+        "back-to-back empty pops skip the sweep that just came back empty: {swept} swept, {skipped} skipped"
+    );
+
+    // A push moves the lane's signal: the next pop sweeps again and finds it.
+    b.push(json!([{"queue": "idle", "partition": "p7", "payload": {"late": true}}]));
+    let p = b.pop(pop).expect("the new message is delivered at once");
+    assert_eq!(messages(&p).len(), 1);
+    assert_eq!(messages(&p)[0]["data"]["late"], true, "{p}");
+}

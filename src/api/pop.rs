@@ -233,13 +233,31 @@ pub async fn handle(shard: &Rc<Shard>, req: &Request, scope: Scope) -> Result<Re
     let mut woken: Option<Instant> = None;
     // Set while this pop answers for a wake it was picked for (waiters.rs).
     let mut baton = None;
+    // A lane whose deep sweep just came back empty, with nothing pushed
+    // since, starts as a re-check does: without the sweep (shard::sweeps).
+    let mut sweep = Some(!shard.sweeps.stands(&lane, Instant::now()));
+    if sweep == Some(false) {
+        pop.arg["recheck"] = Value::Bool(true);
+    }
     loop {
         let generation = signal.generation();
         pop.arg["leaseId"] = Value::String(uuid_v7());
         let result =
             match pop_conflation::try_conflated(shard, &mut pop.conflation, &pop.arg).await? {
                 Some(conflated) => Attempt::Tree(conflated),
-                None => Attempt::Rows(shard.db.pop(pop.arg.clone()).await?),
+                None => {
+                    let rows = shard.db.pop(pop.arg.clone()).await?;
+                    if let Some(swept) = sweep.take() {
+                        shard.counters.swept(!swept);
+                        if swept && rows.messages.is_empty() {
+                            let now = Instant::now();
+                            shard
+                                .sweeps
+                                .record(lane.clone(), signal.clone(), generation, now);
+                        }
+                    }
+                    Attempt::Rows(rows)
+                }
             };
         let ctl = pop_autopilot::Controller {
             cfg: &cfg.autopilot,

@@ -68,6 +68,11 @@ pub struct ShardStats {
     pub pop_messages: AtomicU64,
     /// Pops that answered with nothing.
     pub pop_empty: AtomicU64,
+    /// First pop attempts that swept deep for backlog (`queen.pop_sweep_depth`).
+    pub pop_sweeps: AtomicU64,
+    /// First pop attempts that skipped it: their lane's last sweep came back
+    /// empty just before and nothing was pushed since (`shard::sweeps`).
+    pub pop_sweeps_skipped: AtomicU64,
     /// Ack requests (single or batch).
     pub ack_requests: AtomicU64,
     /// Acknowledged items.
@@ -234,6 +239,19 @@ impl ShardCounters {
             let n = run.iter().map(|(_, n)| n).sum();
             self.per_queue.add(run[0].0, queues::PUSH_MESSAGES, n);
         }
+    }
+
+    /// A pop's first attempt swept deep for backlog, or skipped the sweep.
+    pub fn swept(&self, skipped: bool) {
+        let s = self.mine();
+        bump(
+            if skipped {
+                &s.pop_sweeps_skipped
+            } else {
+                &s.pop_sweeps
+            },
+            1,
+        );
     }
 
     /// A pop request on `queue` (when known) delivered `n` messages (0 = empty pop).

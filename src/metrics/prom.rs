@@ -269,7 +269,7 @@ pub fn text(i: &Inputs) -> String {
             f.get_or_create(&worker_labels(n)).set(get(s));
         }
     }
-    let shard_counters: [ShardFigure<u64>; 6] = [
+    let shard_counters: [ShardFigure<u64>; 8] = [
         (
             "queen_shard_requests",
             "Requests routed by the shard",
@@ -283,6 +283,16 @@ pub fn text(i: &Inputs) -> String {
         ("queen_shard_pop_empty", "Pops that found nothing", |s| {
             s.pop_empty.load(Relaxed)
         }),
+        (
+            "queen_shard_pop_deep_sweeps",
+            "First pop attempts that swept deep for backlog",
+            |s| s.pop_sweeps.load(Relaxed),
+        ),
+        (
+            "queen_shard_pop_deep_sweeps_skipped",
+            "First pop attempts that skipped the sweep (an empty one just before, nothing pushed since)",
+            |s| s.pop_sweeps_skipped.load(Relaxed),
+        ),
         (
             "queen_shard_db_jobs",
             "Jobs handed to the DB threads",

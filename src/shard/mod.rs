@@ -11,6 +11,7 @@ pub mod ephemeral;
 pub mod fusion;
 pub mod kv_switch;
 pub mod lanes;
+pub mod sweeps;
 pub mod waiters;
 
 use crate::auth::TokenCache;
@@ -77,6 +78,8 @@ pub struct Shard {
     pub db: Rc<DbClient>,
     /// Parked pops.
     pub waiters: waiters::WaiterSet,
+    /// Pop lanes whose deep sweep just came back empty (see [`sweeps`]).
+    pub sweeps: sweeps::EmptySweeps,
     /// Push lanes by tenant: created by the first push of a tenant, summed
     /// by the metrics sampler ([`Shard::lane_totals`]).
     lanes: RefCell<HashMap<String, Rc<lanes::PushLane>>>,
@@ -129,6 +132,7 @@ impl Shard {
             id,
             db: Rc::new(DbClient::new(id, links.jobs, links.kv_jobs)),
             waiters: waiters::WaiterSet::default(),
+            sweeps: sweeps::EmptySweeps::default(),
             lanes: RefCell::new(HashMap::new()),
             ack_lanes: ack_lanes::AckLanes::default(),
             queues: cache::QueueCache::new(Duration::from_millis(cfg.cache_refresh_ms)),
