@@ -55,7 +55,9 @@ $$;
 -- How deep pop_candidates' second sweep may go (rows per queue) for pop
 -- arguments p: 8192 on a pop's first attempt, none on a long-poll re-check
 -- (the broker sets "recheck"; between re-checks new data is found by the
--- recency source, expired or released leases by the suspects). ~2.3 us a row.
+-- recency source, expired or released leases by the suspects). The broker also
+-- sets it on a first attempt whose lane's sweep came back empty under 250 ms ago
+-- with nothing pushed since (src/shard/sweeps.rs). ~2.3 us a row.
 CREATE OR REPLACE FUNCTION queen.pop_sweep_depth(p jsonb) RETURNS int
 LANGUAGE sql IMMUTABLE AS $$
     SELECT CASE WHEN coalesce((p->>'recheck')::boolean, false) THEN 0 ELSE 8192 END
