@@ -12,7 +12,8 @@
 #
 #   BROKER_BIN=target/release/queen bench/stages.sh [RATE] [BATCH]
 #
-# Environment: NUM_WORKERS (2), DB_POOL_SIZE (8), DUR (10), WARM (2), QB
+# Environment: NUM_WORKERS (2), DB_POOL_SIZE (8), DUR (10), WARM (2), PRODUCERS and
+# CONSUMERS (4 each; 10,000 msg/s of b10 needs ~16 producers), QB
 # (queen-bench, built by run.sh into BENCH_TARGET_DIR), EXTRA_ENV (more VAR=value for the broker), STATEMENTS=1
 # (also PostgreSQL's own time per top-level statement, from pg_stat_statements:
 # a stage's round trip minus its statement is commit, protocol and waiting).
@@ -62,7 +63,7 @@ SQL
     WAITS_PID=$!
 fi
 "$QB" --url "$URL" --pid "$BROKER_PID" --pg-pid "$PGPID" --json latency --rate "$RATE" \
-    --batch "$BATCH" --producers 4 --consumers 4 --partitions 10 --duration "$DUR" --warmup "$WARM" \
+    --batch "$BATCH" --producers "${PRODUCERS:-4}" --consumers "${CONSUMERS:-4}" --partitions 10 --duration "$DUR" --warmup "$WARM" \
     >"$TMP/latency.json"
 curl -sf "$URL/metrics/prometheus" >"$TMP/metrics.txt"
 python3 - "$TMP/latency.json" "$TMP/metrics.txt" <<'PY'
