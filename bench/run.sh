@@ -143,6 +143,10 @@ if [ -n "$BROKER_PID" ]; then
         # producers drained by one consumer (no original figure to compare).
         scenario latency --label "run$r" --rate 1000 --batch 10 --producers 4 --consumers 4 \
             --partitions 10 --duration "$LAT_DUR" --warmup "$WARM" || break
+        # Issue 18's second latency row, 10,000 msg/s: 4 producers cannot offer
+        # it (~7 ms a push commit), 16 can.
+        scenario latency --label "run$r" --rate 10000 --batch 10 --producers 16 --consumers 4 \
+            --partitions 10 --duration "$LAT_DUR" --warmup "$WARM" || break
         scenario latency --label "run$r" --rate 1000 --duration "$LAT_DUR" --warmup "$WARM" || break
     done
     PG_CONNS=$("${PSQL[@]}" -d queen -c "SELECT count(*) FROM pg_stat_activity WHERE datname = 'queen' AND pid <> pg_backend_pid()" || echo "?")
@@ -159,7 +163,7 @@ fi
     echo "- PostgreSQL $PGVER: synchronous_commit=on, shared_buffers=4GB, max_connections=200"
     echo "- broker: \`${BROKER_BIN#$REPO/}\`, NUM_WORKERS=$WORKERS, DB_POOL_SIZE=$POOL; pg-ceiling at $CEILING_CONNS connections (best taken)"
     echo "- broker RSS idle after start: $IDLE_RSS MiB; PostgreSQL connections held by the broker at the end: $PG_CONNS"
-    echo "- windows: push ${WARM}s warm-up + ${DUR}s, drain $PREFILL pre-filled, latency ${LAT_DUR}s at 1,000 msg/s, pg-ceiling ${PG_DUR}s"
+    echo "- windows: push ${WARM}s warm-up + ${DUR}s, drain $PREFILL pre-filled, latency ${LAT_DUR}s at 1,000 and 10,000 msg/s, pg-ceiling ${PG_DUR}s"
     [ -n "$BROKER_NOTE" ] && echo "- NOTE: $BROKER_NOTE"
     echo
     "$QB" summarize --input "$JSONL"
