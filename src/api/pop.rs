@@ -19,7 +19,7 @@ use crate::config::SubscriptionDefault;
 use crate::error::ApiError;
 use crate::ids::uuid_v7;
 use crate::metrics::stages::Stage;
-use crate::shard::Shard;
+use crate::shard::{sweeps, Shard};
 use futures_lite::future::or;
 use serde_json::{json, Value};
 use shards::http::{Request, Response};
@@ -235,25 +235,27 @@ pub async fn handle(shard: &Rc<Shard>, req: &Request, scope: Scope) -> Result<Re
     let mut baton = None;
     // A lane whose deep sweep just came back empty, with nothing pushed
     // since, starts as a re-check does: without the sweep (shard::sweeps).
-    let mut sweep = Some(!shard.sweeps.stands(&lane, Instant::now()));
-    if sweep == Some(false) {
-        pop.arg["recheck"] = Value::Bool(true);
-    }
+    let wide = !pop.arg["partition"].is_string();
+    let mut sweeps = sweeps::Plan::start(&shard.sweeps, &lane, wide, Instant::now());
     loop {
         let generation = signal.generation();
+        let (deep, counted) = sweeps.next();
+        // Re-checks skip the candidates' deep sweep (queen.pop_sweep_depth): the
+        // first attempt already looked for backlog; what is new since is found
+        // by the cheap sources.
+        pop.arg["recheck"] = Value::Bool(!deep);
         pop.arg["leaseId"] = Value::String(uuid_v7());
         let result =
             match pop_conflation::try_conflated(shard, &mut pop.conflation, &pop.arg).await? {
                 Some(conflated) => Attempt::Tree(conflated),
                 None => {
+                    let asked = Instant::now();
                     let rows = shard.db.pop(pop.arg.clone()).await?;
-                    if let Some(swept) = sweep.take() {
-                        shard.counters.swept(!swept);
-                        if swept && rows.messages.is_empty() {
-                            let now = Instant::now();
-                            shard
-                                .sweeps
-                                .record(lane.clone(), signal.clone(), generation, now);
+                    if counted {
+                        shard.counters.swept(!deep);
+                        if deep && rows.messages.is_empty() {
+                            let (l, s) = (lane.clone(), signal.clone());
+                            shard.sweeps.record(l, s, generation, asked);
                         }
                     }
                     Attempt::Rows(rows)
@@ -308,10 +310,7 @@ pub async fn handle(shard: &Rc<Shard>, req: &Request, scope: Scope) -> Result<Re
             woken = Some(now);
         }
         empties += 1;
-        // Re-checks skip the candidates' deep sweep (queen.pop_sweep_depth): the
-        // first attempt already looked for backlog; what is new since is found
-        // by the cheap sources.
-        pop.arg["recheck"] = Value::Bool(true);
+        sweeps.recheck(Instant::now());
         if empties >= cfg.wait_backoff_threshold {
             let next = interval.as_secs_f64() * cfg.wait_backoff_multiplier;
             interval = Duration::from_secs_f64(next).min(Duration::from_millis(cfg.wait_max_ms));

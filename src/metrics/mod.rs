@@ -68,7 +68,9 @@ pub struct ShardStats {
     pub pop_messages: AtomicU64,
     /// Pops that answered with nothing.
     pub pop_empty: AtomicU64,
-    /// First pop attempts that swept deep for backlog (`queen.pop_sweep_depth`).
+    /// Pop attempts sent with the deep backlog sweep allowed
+    /// (`queen.pop_sweep_depth`): a request's first, or the one it skipped
+    /// and owes (`shard::sweeps::Plan`). The SQL may still stop short of it.
     pub pop_sweeps: AtomicU64,
     /// First pop attempts that skipped it: their lane's last sweep came back
     /// empty just before and nothing was pushed since (`shard::sweeps`).

@@ -285,7 +285,7 @@ pub fn text(i: &Inputs) -> String {
         }),
         (
             "queen_shard_pop_deep_sweeps",
-            "First pop attempts that swept deep for backlog",
+            "Pop attempts sent with the deep backlog sweep allowed (a request's first)",
             |s| s.pop_sweeps.load(Relaxed),
         ),
         (

@@ -12,7 +12,9 @@
 //! So a pop of a lane whose sweep came back empty less than [`MEMO`] ago, with
 //! no fire of its signal since, skips the sweep like a re-check does. [`MEMO`]
 //! bounds what the memo can hide: backlog the last sweep did not reach (a
-//! queue wider than the sweep) waits at most that long for the next one.
+//! queue wider than the sweep, a partition it found locked by a concurrent
+//! pop, a delay coming due) waits at most that long for the next one, also
+//! for a long poll that started under the memo ([`Plan`]).
 
 use super::waiters::Signal;
 use std::cell::RefCell;
@@ -70,9 +72,90 @@ impl EmptySweeps {
     }
 }
 
+/// One pop request's use of the deep sweep, attempt by attempt.
+#[derive(Debug)]
+pub struct Plan {
+    /// The next attempt may sweep deep.
+    deep: bool,
+    /// The next attempt is the request's first, or the sweep it skipped at
+    /// its start, now owed: counted, and recorded when it comes back empty.
+    counted: bool,
+    /// When a sweep this request skipped at its start is owed: a long poll
+    /// that started under a memo sweeps once [`MEMO`] has passed, so the memo
+    /// hides nothing longer from a waiting pop than from one that does not wait.
+    owed: Option<Instant>,
+}
+
+impl Plan {
+    /// The plan of a pop of `lane` starting at `now`. A pop for one named
+    /// partition (`wide` false) has nothing to sweep: it keeps no memo.
+    pub fn start(memo: &EmptySweeps, lane: &str, wide: bool, now: Instant) -> Plan {
+        if !wide {
+            return Plan {
+                deep: true,
+                counted: false,
+                owed: None,
+            };
+        }
+        let skip = memo.stands(lane, now);
+        Plan {
+            deep: !skip,
+            counted: true,
+            owed: skip.then(|| now + MEMO),
+        }
+    }
+
+    /// The next attempt: (may it sweep deep, is it counted). Later attempts
+    /// are re-checks until [`Plan::recheck`] finds a sweep owed.
+    pub fn next(&mut self) -> (bool, bool) {
+        let now = (self.deep, self.counted);
+        self.deep = false;
+        self.counted = false;
+        now
+    }
+
+    /// Before a long poll's re-check at `now`: the skipped sweep, once due.
+    pub fn recheck(&mut self, now: Instant) {
+        if self.owed.is_some_and(|t| now >= t) {
+            self.owed = None;
+            self.deep = true;
+            self.counted = true;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_long_poll_started_under_a_memo_sweeps_once_the_memo_has_passed() {
+        let memo = EmptySweeps::default();
+        let signal = Rc::new(Signal::default());
+        let t0 = Instant::now();
+        let mut fresh = Plan::start(&memo, "l", true, t0);
+        assert_eq!(
+            fresh.next(),
+            (true, true),
+            "no memo: the first attempt sweeps"
+        );
+        assert_eq!(fresh.next(), (false, false), "re-checks do not");
+        memo.record("l".into(), signal.clone(), signal.generation(), t0);
+        let mut p = Plan::start(&memo, "l", true, t0);
+        assert_eq!(p.next(), (false, true), "under the memo: skipped, counted");
+        p.recheck(t0 + MEMO / 2);
+        assert_eq!(p.next(), (false, false));
+        p.recheck(t0 + MEMO);
+        assert_eq!(p.next(), (true, true), "the skipped sweep, owed");
+        p.recheck(t0 + 4 * MEMO);
+        assert_eq!(p.next(), (false, false), "owed once only");
+        let mut one = Plan::start(&memo, "l", false, t0);
+        assert_eq!(
+            one.next(),
+            (true, false),
+            "a one-partition pop: as before, uncounted"
+        );
+    }
 
     #[test]
     fn a_memo_stands_until_its_signal_fires_or_it_expires() {
