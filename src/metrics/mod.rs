@@ -243,7 +243,8 @@ impl ShardCounters {
         }
     }
 
-    /// A pop's first attempt swept deep for backlog, or skipped the sweep.
+    /// A pop attempt was sent with the deep sweep allowed, or skipped it
+    /// under the empty-sweep memo (`shard::sweeps::Plan` says which count).
     pub fn swept(&self, skipped: bool) {
         let s = self.mine();
         bump(
