@@ -23,6 +23,11 @@ pub fn is_uuid(s: &str) -> bool {
 
 /// Mints the next UUIDv7 of this process as its canonical string.
 pub fn uuid_v7() -> String {
+    mint_v7().hyphenated().to_string()
+}
+
+/// Mints the next UUIDv7 of this process.
+pub fn mint_v7() -> uuid::Uuid {
     let now_ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
@@ -44,7 +49,7 @@ pub fn uuid_v7() -> String {
     let rand: u64 = rand::random();
     let hi: u64 = (ms << 16) | (0x7 << 12) | counter;
     let lo: u64 = (0b10 << 62) | (rand >> 2);
-    uuid::Uuid::from_u64_pair(hi, lo).hyphenated().to_string()
+    uuid::Uuid::from_u64_pair(hi, lo)
 }
 
 #[cfg(test)]

@@ -27,6 +27,7 @@ mod pop_answer;
 pub mod pop_autopilot;
 mod pop_conflation;
 mod push;
+mod push_items;
 mod reply;
 mod resources;
 mod seal;

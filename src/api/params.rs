@@ -90,6 +90,69 @@ pub fn check_storable(v: &Value, field: &str) -> Result<(), ApiError> {
     }
 }
 
+/// [`check_storable`] for JSON text: one walk of `raw` that builds
+/// nothing, rejecting a `\u0000` in any string or key, and a number no
+/// JSON tree could hold (beyond f64, as the parsed-tree path refused it).
+pub fn check_storable_raw(raw: &serde_json::value::RawValue, field: &str) -> Result<(), ApiError> {
+    match serde_json::from_str::<Storable>(raw.get()) {
+        Ok(Storable) => Ok(()),
+        Err(e) if e.to_string().starts_with(NUL_SEEN) => Err(nul(field)),
+        Err(e) => Err(ApiError::BadRequest(format!("{field}: {e}"))),
+    }
+}
+
+/// The walk's error for a `\u0000`.
+const NUL_SEEN: &str = "storable: nul";
+
+/// A JSON value that PostgreSQL's jsonb can store (see `check_storable_raw`).
+struct Storable;
+
+impl<'de> serde::Deserialize<'de> for Storable {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Storable, D::Error> {
+        d.deserialize_any(Storable)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Storable {
+    type Value = Storable;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Storable, E> {
+        if s.contains('\0') {
+            Err(E::custom(NUL_SEEN))
+        } else {
+            Ok(Storable)
+        }
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Storable, E> {
+        Ok(Storable)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Storable, E> {
+        Ok(Storable)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Storable, E> {
+        Ok(Storable)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Storable, E> {
+        Ok(Storable)
+    }
+    fn visit_unit<E>(self) -> Result<Storable, E> {
+        Ok(Storable)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut s: A) -> Result<Storable, A::Error> {
+        while s.next_element::<Storable>()?.is_some() {}
+        Ok(Storable)
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<Storable, A::Error> {
+        while m.next_key::<Storable>()?.is_some() {
+            m.next_value::<Storable>()?;
+        }
+        Ok(Storable)
+    }
+}
+
 fn nul(field: &str) -> ApiError {
     ApiError::BadRequest(format!("{field} contains \\u0000, which cannot be stored"))
 }
@@ -124,5 +187,19 @@ mod tests {
         assert!(check_storable(&v, "payload").is_err());
         let v: Value = serde_json::from_str(r#"{"a":[1,{"b":"xy"}]}"#).unwrap();
         assert!(check_storable(&v, "payload").is_ok());
+    }
+
+    #[test]
+    fn raw_text_takes_the_same_check() {
+        let raw = |s: &str| serde_json::value::RawValue::from_string(s.to_string()).unwrap();
+        let nul_key = raw(r#"{"a\u0000": 1}"#);
+        assert!(check_storable_raw(&nul_key, "payload").is_err());
+        let deep = raw(r#"[1, {"b": ["x\u0000y"]}]"#);
+        assert!(check_storable_raw(&deep, "payload").is_err());
+        // an escaped backslash followed by "u0000" is no NUL
+        let fine = raw(r#"{"a": "\\u0000", "n": 1.5e300, "k": [true, null]}"#);
+        assert!(check_storable_raw(&fine, "payload").is_ok());
+        let huge = raw("1e400");
+        assert!(check_storable_raw(&huge, "payload").is_err());
     }
 }

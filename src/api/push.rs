@@ -1,123 +1,36 @@
-//! `POST /api/v1/push` (http-api.md §3): validates every item, mints ids,
-//! and hands the request to the shard's push lane, which fuses it with its
+//! `POST /api/v1/push` (http-api.md §3): validates every item, mints ids
+//! (both in `push_items`), and hands the request to the shard's push lane, which fuses it with its
 //! neighbours into one transaction and answers it from its own slice.
 //!
 //! Any invalid item rejects the whole request with a 400 naming the field,
 //! before anything reaches PostgreSQL.
 
-use super::params;
+use super::push_items;
 use super::reply::json;
 use crate::error::ApiError;
-use crate::ids::uuid_v7;
 use crate::metrics::stages::Stage;
 use crate::shard::Shard;
-use crate::store::{PushStatus, StoreError};
+use crate::store::{PushItem, PushStatus, StoreError};
 use serde::Serialize;
-use serde_json::{json, Map, Value};
+use serde_json::json;
 use shards::http::{Request, Response};
 use std::collections::HashMap;
 use std::rc::Rc;
 use std::time::Instant;
 use uuid::Uuid;
 
-/// Name of the partition an item without one goes to.
-pub const DEFAULT_PARTITION: &str = "Default";
-
-/// One validated item, as the store takes it: `{queue, partition, id, txid,
-/// payload}` plus `traceId` when given (`encrypted` and `sub` are set by
-/// `seal` only; absent means false / none everywhere downstream).
-///
-/// Consumes the raw item and keeps its map: the payload is not copied (a
-/// fused batch keeps thousands of items alive while it is in flight, and a
-/// second copy of every payload tree was most of the broker's peak RSS), and
-/// the keys the client sent are reused rather than allocated again.
-pub fn stored_item(item: Value, index: usize) -> Result<Value, ApiError> {
-    let Value::Object(mut m) = item else {
-        return Err(ApiError::BadRequest(format!(
-            "items[{index}] must be an object"
-        )));
-    };
-    // Only what the store reads stays; a client's own `encrypted`, `sub`,
-    // `id` or `txid` never does.
-    m.retain(|k, _| {
-        matches!(
-            k.as_str(),
-            "queue" | "partition" | "transactionId" | "traceId" | "payload"
-        )
-    });
-    match m.get("queue") {
-        Some(Value::String(q)) => params::check_name(q, "queue")?,
-        _ => return Err(ApiError::BadRequest("Queue must be a string".into())),
-    }
-    match m.get("partition") {
-        None | Some(Value::Null) => {
-            m.insert("partition".into(), DEFAULT_PARTITION.into());
-        }
-        Some(Value::String(p)) => params::check_name(p, "partition")?,
-        Some(_) => return Err(ApiError::BadRequest("Partition must be a string".into())),
-    }
-    let id = uuid_v7();
-    let txid = match m.remove("transactionId") {
-        None | Some(Value::Null) => id.clone(),
-        Some(Value::String(t)) if t.is_empty() => id.clone(),
-        Some(Value::String(t)) => {
-            if t.len() > 512 || t.contains('\0') {
-                return Err(ApiError::BadRequest(
-                    "TransactionId must be at most 512 bytes without \\u0000".into(),
-                ));
-            }
-            t
-        }
-        Some(_) => {
-            return Err(ApiError::BadRequest(
-                "TransactionId must be a string".into(),
-            ))
-        }
-    };
-    match m.get("traceId") {
-        None => {}
-        Some(Value::Null) => {
-            m.remove("traceId");
-        }
-        Some(Value::String(t)) if crate::ids::is_uuid(t) => {}
-        Some(Value::String(_)) => {
-            return Err(ApiError::BadRequest("TraceId must be a UUID".into()))
-        }
-        Some(_) => return Err(ApiError::BadRequest("TraceId must be a string".into())),
-    }
-    match m.get("payload") {
-        Some(payload) => params::check_storable(payload, "payload")?,
-        None => {
-            m.insert("payload".into(), Value::Object(Map::new()));
-        }
-    }
-    m.insert("id".into(), Value::String(id));
-    m.insert("txid".into(), Value::String(txid));
-    Ok(Value::Object(m))
-}
-
-/// Validates a list of raw items, consuming them.
-pub fn stored_items(items: Vec<Value>) -> Result<Vec<Value>, ApiError> {
-    items
-        .into_iter()
-        .enumerate()
-        .map(|(i, it)| stored_item(it, i))
-        .collect()
-}
-
 /// Handles `POST /api/v1/push`.
 pub async fn handle(shard: &Rc<Shard>, req: &Request) -> Result<Response, ApiError> {
     let started = Instant::now();
-    // Take the items out of the parsed body and drop the rest, so nothing
-    // of the raw request stays alive while the batch is in flight.
-    let Some(Value::Array(raw)) = params::object_body(req)?.remove("items") else {
-        return Err(ApiError::BadRequest("items array is required".into()));
-    };
+    // Read straight from the body bytes: no JSON tree of the request is
+    // ever built, and only the items' fields stay alive while the batch is
+    // in flight.
+    let raw = push_items::from_body(&req.body)?;
     if raw.is_empty() {
         return Ok(json(201, &json!([])));
     }
     let tenant = crate::auth::tenant(&shard.cfg.auth, req)?;
-    let mut items = stored_items(raw)?;
+    let mut items = push_items::stored_all(raw)?;
     super::seal::seal(shard, req, &tenant, &mut items).await;
     let echo = Echo::of(&items);
     let results = match shard.lane(&tenant).push(items).await {
@@ -183,7 +96,7 @@ struct Echo {
 }
 
 impl Echo {
-    fn of(items: &[Value]) -> Echo {
+    fn of(items: &[PushItem]) -> Echo {
         let mut e = Echo {
             pairs: Vec::new(),
             items: Vec::with_capacity(items.len()),
@@ -193,8 +106,7 @@ impl Echo {
         let mut seen: HashMap<(&str, &str), usize> = HashMap::new();
         let mut last: Option<(&str, &str, usize)> = None;
         for i in items {
-            let queue = i["queue"].as_str().unwrap_or("");
-            let partition = i["partition"].as_str().unwrap_or("");
+            let (queue, partition) = (i.queue.as_str(), i.partition.as_str());
             let k = match last {
                 Some((q, p, k)) if q == queue && p == partition => k,
                 _ => *seen.entry((queue, partition)).or_insert_with(|| {
@@ -205,8 +117,7 @@ impl Echo {
             };
             e.counts[k] += 1;
             last = Some((queue, partition, k));
-            let txid = i["txid"].as_str().unwrap_or("").to_string();
-            e.items.push((k, txid));
+            e.items.push((k, i.txid.clone()));
         }
         e
     }

@@ -6,43 +6,39 @@
 //! (fused batch, spool file) only ever sees the envelope.
 
 use crate::shard::Shard;
-use serde_json::Value;
+use crate::store::PushItem;
+use serde_json::value::to_raw_value;
 use shards::http::Request;
 use std::collections::BTreeSet;
 
-/// Stamps and, where due, encrypts `items` (as built by `push::stored_item`).
-pub async fn seal(shard: &Shard, req: &Request, tenant: &str, items: &mut [Value]) {
-    // no `sub` key at all without a token subject (absent reads as none)
+/// Stamps and, where due, encrypts `items` (as built by `push_items`).
+pub async fn seal(shard: &Shard, req: &Request, tenant: &str, items: &mut [PushItem]) {
+    // no `sub` at all without a token subject (absent reads as none)
     if let Some(sub) = crate::auth::sub(&shard.cfg.auth, &shard.tokens, req) {
         for it in items.iter_mut() {
-            it["sub"] = Value::String(sub.clone());
+            it.sub = Some(sub.clone());
         }
     }
     let Some(cipher) = crate::crypto::cipher() else {
         return;
     };
-    let queues: BTreeSet<String> = items
-        .iter()
-        .filter_map(|i| i["queue"].as_str().map(str::to_string))
-        .collect();
-    let names: BTreeSet<&str> = queues.iter().map(String::as_str).collect();
+    let names: BTreeSet<&str> = items.iter().map(|i| i.queue.as_str()).collect();
     let flags = shard
         .queues
         .encryption_flags(&shard.db, tenant, &names, true)
         .await;
     for it in items.iter_mut() {
-        let on = it["queue"]
-            .as_str()
-            .and_then(|q| flags.get(q))
-            .copied()
-            .unwrap_or(false);
-        if !on || it["encrypted"] == Value::Bool(true) {
+        let on = flags.get(it.queue.as_str()).copied().unwrap_or(false);
+        if !on || it.encrypted {
             continue;
         }
-        match cipher.encrypt(&it["payload"]) {
+        match cipher
+            .encrypt_text(it.payload.get())
+            .and_then(|env| to_raw_value(&env).ok())
+        {
             Some(env) => {
-                it["payload"] = env;
-                it["encrypted"] = Value::Bool(true);
+                it.payload = env;
+                it.encrypted = true;
             }
             None => log::warn!("payload encryption failed; stored as plaintext"),
         }

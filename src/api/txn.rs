@@ -7,7 +7,7 @@
 //! nothing applied (the procedure raises, PostgreSQL rolls back).
 
 use super::reply::ok_json;
-use super::{ack::parse_ack, params, push::stored_items};
+use super::{ack::parse_ack, params, push_items};
 use crate::error::ApiError;
 use crate::ids::uuid_v7;
 use crate::mesh::Notice;
@@ -79,13 +79,9 @@ pub async fn handle(shard: &Rc<Shard>, req: &Request) -> Result<Response, ApiErr
                         "operations[{i}].items array is required"
                     )));
                 };
-                let mut items = stored_items(items.clone())?;
+                let mut items = push_items::from_values(items.clone())?;
                 super::seal::seal(shard, req, &tenant, &mut items).await;
-                queues.extend(
-                    items
-                        .iter()
-                        .filter_map(|it| it["queue"].as_str().map(str::to_string)),
-                );
+                queues.extend(items.iter().map(|it| it.queue.clone()));
                 operations.push(json!({ "type": "push", "items": items }));
             }
             Some("ack") => {

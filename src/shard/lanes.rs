@@ -14,8 +14,7 @@
 use super::fusion::{Batcher, Lane};
 use crate::mesh::Notice;
 use crate::spool::Spool;
-use crate::store::{DbClient, Job, Pushed, StoreError, StoreReply};
-use serde_json::Value;
+use crate::store::{DbClient, Job, PushItem, Pushed, StoreError, StoreReply};
 use std::collections::BTreeSet;
 use std::fmt;
 use std::rc::Rc;
@@ -42,7 +41,7 @@ pub enum Outcome {
     /// PostgreSQL answered (per-item results or this request's error).
     Done(Answer),
     /// The batch never ran; the request's items come back with the reason.
-    Refused(Vec<Value>, StoreError),
+    Refused(Vec<PushItem>, StoreError),
 }
 
 /// What a push lane's batches do: one `Job::PushBatch` for a tenant.
@@ -82,7 +81,7 @@ impl Lane<PushBatch> {
     /// down, older records of its partitions spooled), or when its batch
     /// fails for want of a connection (the DB thread hands the items back,
     /// so no copy is kept on the hot path).
-    pub async fn push(self: &Rc<Self>, items: Vec<Value>) -> Answer {
+    pub async fn push(self: &Rc<Self>, items: Vec<PushItem>) -> Answer {
         let tenant = &self.batcher.tenant;
         let spool = &self.batcher.spool;
         if spool.must_spool(tenant, &items) {
@@ -101,14 +100,11 @@ impl Lane<PushBatch> {
 }
 
 impl Batcher for PushBatch {
-    type Item = Value;
+    type Item = PushItem;
     type Answer = Outcome;
 
-    async fn run(&self, items: Vec<Value>, counts: Vec<usize>) -> Vec<Outcome> {
-        let queues: BTreeSet<String> = items
-            .iter()
-            .filter_map(|i| i.get("queue").and_then(Value::as_str).map(str::to_string))
-            .collect();
+    async fn run(&self, items: Vec<PushItem>, counts: Vec<usize>) -> Vec<Outcome> {
+        let queues: BTreeSet<String> = items.iter().map(|i| i.queue.clone()).collect();
         let n = counts.len();
         let job = Job::PushBatch {
             tenant: self.tenant.clone(),

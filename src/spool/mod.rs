@@ -38,8 +38,8 @@
 pub mod replay;
 pub mod stats;
 
-use crate::store::StoreError;
-use serde_json::{json, Value};
+use crate::store::{PushItem, StoreError};
+use serde::{Deserialize, Serialize};
 use shards::segment::{self, Ending, SegmentWriter};
 use shards::ShardId;
 use std::cell::{Cell, RefCell};
@@ -261,7 +261,7 @@ impl Spool {
     /// Whether a push of `items` for `tenant` must be spooled instead of
     /// going to PostgreSQL: maintenance, PostgreSQL known down, or records
     /// of one of its partitions still waiting here.
-    pub fn must_spool(&self, tenant: &str, items: &[Value]) -> bool {
+    pub fn must_spool(&self, tenant: &str, items: &[PushItem]) -> bool {
         if self.push_paused.get() || !self.pg_healthy.get() {
             return true;
         }
@@ -279,15 +279,16 @@ impl Spool {
     pub async fn append(
         &self,
         tenant: &str,
-        items: Vec<Value>,
+        items: Vec<PushItem>,
     ) -> Result<Vec<crate::store::Pushed>, StoreError> {
         if let Some(why) = self.broken.borrow().clone() {
             return Err(StoreError::Unavailable(format!("spool unavailable: {why}")));
         }
         let records: Vec<Vec<u8>> = items
             .iter()
-            .map(|i| json!({"t": tenant, "i": i}).to_string().into_bytes())
-            .collect();
+            .map(|i| record(tenant, i))
+            .collect::<Result<_, _>>()
+            .map_err(|e| StoreError::Unavailable(format!("spool record: {e}")))?;
         let writer = {
             let _permit = self.rotate.acquire_permit(1).await;
             self.writer()
@@ -303,10 +304,7 @@ impl Spool {
         }
         Ok(items
             .iter()
-            .map(|i| {
-                let id = i["id"].as_str().and_then(|s| uuid::Uuid::parse_str(s).ok());
-                crate::store::Pushed::buffered(id)
-            })
+            .map(|i| crate::store::Pushed::buffered(Some(i.id)))
             .collect())
     }
 
@@ -341,7 +339,7 @@ impl Spool {
     }
 
     /// Adds (or, with `add` false, removes) items to the order map and totals.
-    fn count(&self, tenant: &str, items: &[Value], bytes: u64, add: bool) {
+    fn count(&self, tenant: &str, items: &[PushItem], bytes: u64, add: bool) {
         let mut st = self.state.borrow_mut();
         for i in items {
             let k = key_of(tenant, i);
@@ -494,12 +492,31 @@ impl Spool {
 }
 
 /// The order-map key of a stored item.
-fn key_of(tenant: &str, item: &Value) -> Key {
+fn key_of(tenant: &str, item: &PushItem) -> Key {
     (
         tenant.to_string(),
-        item["queue"].as_str().unwrap_or_default().to_string(),
-        item["partition"].as_str().unwrap_or_default().to_string(),
+        item.queue.clone(),
+        item.partition.clone(),
     )
+}
+
+/// A spool record as written: `{"t": tenant, "i": item}` on one line.
+#[derive(Serialize)]
+struct RecordOut<'a> {
+    t: &'a str,
+    i: &'a PushItem,
+}
+
+/// A spool record as read back.
+#[derive(Deserialize)]
+struct RecordIn {
+    t: String,
+    i: PushItem,
+}
+
+/// The bytes of one spool record.
+fn record(tenant: &str, item: &PushItem) -> serde_json::Result<Vec<u8>> {
+    serde_json::to_vec(&RecordOut { t: tenant, i: item })
 }
 
 fn uncount(pending: &mut HashMap<Key, u64>, k: Key) {
@@ -512,11 +529,9 @@ fn uncount(pending: &mut HashMap<Key, u64>, k: Key) {
 }
 
 /// Parses a spool record into its key and (tenant, item).
-pub fn parse_record(r: &[u8]) -> Option<(Key, (String, Value))> {
-    let mut v: Value = serde_json::from_slice(r).ok()?;
-    let tenant = v.get("t")?.as_str()?.to_string();
-    let item = v.get_mut("i")?.take();
-    Some((key_of(&tenant, &item), (tenant, item)))
+pub fn parse_record(r: &[u8]) -> Option<(Key, (String, PushItem))> {
+    let RecordIn { t, i } = serde_json::from_slice(r).ok()?;
+    Some((key_of(&t, &i), (t, i)))
 }
 
 /// The `shard-k` directories shard `me` of `n` adopts (`k mod n == me`).

@@ -26,7 +26,7 @@
 
 use super::{parse_record, Key, Spool};
 use crate::mesh::Notice;
-use crate::store::{DbClient, Job, Proc, StoreError, StoreReply};
+use crate::store::{DbClient, Job, Proc, PushItem, StoreError, StoreReply};
 use futures_lite::future::or;
 use serde_json::{json, Value};
 use shards::segment::{self, Ending};
@@ -221,8 +221,8 @@ struct Rec {
     key: Key,
     /// Its tenant (a batch carries one).
     tenant: String,
-    /// The stored item; `Null` while a batch holding it is in flight.
-    item: Value,
+    /// The stored item; `None` while a batch holding it is in flight.
+    item: Option<PushItem>,
     /// The record's bytes on disk, to parse the item again when a rejected
     /// batch did not hand its items back.
     raw: Vec<u8>,
@@ -274,7 +274,7 @@ async fn replay_segment(
             Some((key, (tenant, item))) => lanes[lane_of(&key)].push(Rec {
                 key,
                 tenant,
-                item,
+                item: Some(item),
                 raw,
             }),
             None => log::error!(
@@ -347,7 +347,9 @@ async fn replay_lane(
             end += 1;
         }
         let batch = &mut recs[at..end];
-        let items: Vec<Value> = batch.iter_mut().map(|r| r.item.take()).collect();
+        // Every item is here: a batch that failed got its items back, from
+        // the reply or from the records' bytes.
+        let items: Vec<PushItem> = batch.iter_mut().filter_map(|r| r.item.take()).collect();
         let job = Job::PushBatch {
             tenant,
             counts: vec![1; items.len()],
@@ -360,7 +362,7 @@ async fn replay_lane(
             StoreReply::Pushed(r) => r.into_iter().map(|r| r.map(drop)).collect(),
             StoreReply::PushRefused { err, items, .. } => {
                 for (r, i) in batch.iter_mut().zip(items) {
-                    r.item = i;
+                    r.item = Some(i);
                 }
                 vec![Err(err)]
             }
@@ -375,10 +377,8 @@ async fn replay_lane(
             // Nothing of the batch committed (one transaction): put back any
             // item the reply did not return, from the record's bytes (they
             // parsed before, so they parse again).
-            for r in batch.iter_mut().filter(|r| r.item.is_null()) {
-                if let Some((_, (_, item))) = parse_record(&r.raw) {
-                    r.item = item;
-                }
+            for r in batch.iter_mut().filter(|r| r.item.is_none()) {
+                r.item = parse_record(&r.raw).map(|(_, (_, item))| item);
             }
             match e {
                 StoreError::Unavailable(m) => {

@@ -20,7 +20,7 @@ use super::pg_tls::Connector;
 use super::schema;
 use super::sql_error::classify;
 use super::DbConfig;
-use super::Pushed;
+use super::{PushItem, Pushed};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use postgres::types::Type;
 use r2d2_postgres::PostgresConnectionManager;
@@ -425,7 +425,7 @@ fn run(pool: &Pool, job: Job) -> StoreReply {
 fn push_batch(
     c: &mut postgres::Client,
     tenant: &str,
-    items: &[Value],
+    items: &[PushItem],
     counts: &[usize],
 ) -> Vec<Result<Vec<Pushed>, StoreError>> {
     match push_call(c, tenant, items) {
@@ -454,7 +454,7 @@ fn split<T>(results: Vec<T>, counts: &[usize]) -> Vec<Result<Vec<T>, StoreError>
 fn push_call(
     c: &mut postgres::Client,
     tenant: &str,
-    items: &[Value],
+    items: &[PushItem],
 ) -> Result<Vec<Pushed>, StoreError> {
     // Typed arrays in, compact answer expanded per item (src/store/push_typed.rs).
     super::push_typed::call(c, tenant, items)

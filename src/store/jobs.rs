@@ -212,7 +212,7 @@ pub enum Job {
         /// Tenant of every item (one lane per tenant).
         tenant: String,
         /// The items, request after request.
-        items: Vec<Value>,
+        items: Vec<super::PushItem>,
         /// Items per request.
         counts: Vec<usize>,
     },
@@ -283,7 +283,7 @@ pub enum StoreReply {
     /// spool them without having kept a copy of every push.
     PushRefused {
         /// The batch's items, as sent.
-        items: Vec<Value>,
+        items: Vec<super::PushItem>,
         /// Items per request, as sent.
         counts: Vec<usize>,
         /// Why the batch did not run.

@@ -3,7 +3,7 @@
 //! transaction (`queen.streams_cycle`): the (query, partition) advisory lock,
 //! the state upserts and deletes, the sink pushes, then the source ack.
 //!
-//! Sink pushes go the way of every push (`push::stored_item` mints UUIDv7
+//! Sink pushes go the way of every push (`push_items` mints UUIDv7
 //! ids and checks the item, `seal` stamps the token's subject and encrypts
 //! payloads of encrypted queues, `queen.push_items` stores them with the
 //! transactionId dedup), and after the commit each sink queue gets the
@@ -13,7 +13,7 @@
 //! lease, an unknown query) rolling the statement back. An unreachable
 //! PostgreSQL is a 503, which the SDK retries.
 
-use super::super::{params, push, seal};
+use super::super::{params, push_items, seal};
 use super::{check_key, partition_id, query_id, refused};
 use crate::error::ApiError;
 use crate::mesh::Notice;
@@ -56,7 +56,7 @@ async fn run(shard: &Rc<Shard>, req: &Request) -> Result<(Response, bool), ApiEr
     let tenant = crate::auth::tenant(&shard.cfg.auth, req)?;
     let mut items = match raw_items {
         None | Some(Value::Null) => Vec::new(),
-        Some(Value::Array(a)) if a.len() <= MAX_PUSH_ITEMS => match push::stored_items(a) {
+        Some(Value::Array(a)) if a.len() <= MAX_PUSH_ITEMS => match push_items::from_values(a) {
             Ok(items) => items,
             Err(e) => return Ok((refused(format!("push_items: {e}")), false)),
         },
@@ -77,12 +77,9 @@ async fn run(shard: &Rc<Shard>, req: &Request) -> Result<(Response, bool), ApiEr
         ));
     }
     seal::seal(shard, req, &tenant, &mut items).await;
-    let sinks: BTreeSet<String> = items
-        .iter()
-        .filter_map(|i| i["queue"].as_str().map(str::to_string))
-        .collect();
+    let sinks: BTreeSet<String> = items.iter().map(|i| i.queue.clone()).collect();
     arg["tenant"] = json!(tenant);
-    arg["push_items"] = Value::Array(items);
+    arg["push_items"] = json!(items);
     match shard.db.call(Proc::StreamsCycle, arg).await {
         Ok(mut r) => {
             for q in sinks {
