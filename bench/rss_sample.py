@@ -2,9 +2,9 @@
 """bench/rss_sample.py PID OUT_PREFIX: samples a process's resident memory until
 OUT_PREFIX.stop exists (or the process ends), then writes OUT_PREFIX.json: VmHWM,
 the largest sampled smaps_rollup (Rss, Anonymous, file-backed, shmem) and, from the
-/proc/PID/smaps read at that sample, the resident kB per kind of mapping (mimalloc
-arena, thread stacks, io_uring rings, the binary, shared libraries, other
-anonymous). Used by bench/rss.sh; needs no third-party module.
+/proc/PID/smaps read at that sample, the resident kB per kind of mapping (large
+blocks, thread stacks and arena heaps, io_uring rings, the binary, shared libraries,
+other anonymous). Used by bench/rss.sh; needs no third-party module.
 """
 import json
 import os
@@ -62,14 +62,16 @@ def kind(header, fields, exe):
         return "brk heap"
     if name.startswith("["):
         return "kernel ([vdso] etc.)"
-    # mimalloc reserves its arenas in 1 GiB steps (arena_reserve) and its
-    # segments 32 MiB aligned; nothing else here maps 32 MiB or more at once.
+    # Blocks of 32 MiB or more: glibc maps one that large on its own (a huge
+    # request body or answer), and mimalloc (builds before 2026-12-04)
+    # reserved its arenas and segments that way.
     if size_kb >= 32 * 1024:
-        return "mimalloc arenas/segments (anon)"
-    # std::thread's 2 MiB stacks and glommio's: 2 MiB .. 8 MiB + guard.
+        return "32 MiB+ blocks (anon)"
+    # std::thread's 2 MiB stacks and glommio's: 2 MiB .. 8 MiB + guard; but
+    # a glibc arena heap grows in place up to 64 MiB and can fall here too.
     if 2048 <= size_kb <= 8196 and "w" in parts[1]:
-        return "thread stacks (anon)"
-    return "other anonymous"
+        return "2-8 MiB anon (thread stacks, arena heaps)"
+    return "other anonymous (malloc arenas, small maps)"
 
 
 def main():
@@ -96,10 +98,10 @@ def main():
         for header, fields in mappings(smaps):
             k = kind(header, fields, exe)
             by[k] = by.get(k, 0) + fields.get("Rss", 0)
-            if k.startswith("thread stacks"):
+            if k.startswith("2-8 MiB"):
                 nr_stacks += 1
         out["by_kind_kB"] = dict(sorted(by.items(), key=lambda kv: -kv[1]))
-        out["nr_thread_stacks"] = nr_stacks
+        out["nr_2_8_mib_maps"] = nr_stacks
         out["threads"] = len(os.listdir(f"/proc/{pid}/task")) if os.path.exists(f"/proc/{pid}/task") else None
         with open(prefix + ".smaps", "w") as f:
             f.write(smaps)

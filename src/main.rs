@@ -42,8 +42,15 @@
 //!   module below parses itself; its module doc gives the order. — main
 //! - `env`: the environment reader (`Env`, `ConfigError`, hex decoding),
 //!   below every settings parser; imports nothing of the crate. — main
-//! - `crypto`, `tls`, `ids`, `logging`, `alloc`: payload encryption, the
-//!   HTTPS listener's certificate, UUIDs, the log sink, the allocator. — any
+//! - `crypto`, `tls`, `ids`, `logging`: payload encryption, the HTTPS
+//!   listener's certificate, UUIDs, the log sink. — any
+//!
+//! The allocator is the system's (glibc malloc, no `#[global_allocator]`).
+//! mimalloc was chosen when every push item was a JSON tree and glibc with
+//! two arenas spent ~45% of the CPU in malloc; once items became typed
+//! (`store::PushItem`), glibc with its default arenas peaked 2-11 MiB lower
+//! than mimalloc in every `bench/rss.sh` scenario at the same or better
+//! throughput and broker CPU (bench/RESULTS.md, session 17).
 //!
 //! # Threads and ownership
 //! - main: parses the config, creates every channel, starts the DB group,
@@ -115,9 +122,8 @@
 //!   partition's messages are ordered by id), so the counter is one;
 //! - `store::db_group` (static link flag): one "lost"/"back" log line for
 //!   the whole group, not one per DB thread;
-//! - `logging`, `alloc`: the `log` crate and the global allocator take one
-//!   per process; `dashboard`'s asset tag and `store::push_typed`'s `NULL`
-//!   are constants computed once.
+//! - `logging`: the `log` crate takes one logger per process; `dashboard`'s
+//!   asset tag is a constant computed once.
 //!
 //! No lock is shared between a shard and another thread (the per-queue
 //! metrics slot is the one mutex, held only to copy a pointer); everything
@@ -128,7 +134,6 @@
 
 #![warn(missing_docs, missing_debug_implementations)]
 
-mod alloc;
 mod api;
 mod auth;
 mod config;
@@ -159,7 +164,6 @@ use std::sync::Arc;
 const REPLY_INBOX_DEPTH: usize = 2048;
 
 fn main() {
-    alloc::init();
     let cfg = match Config::from_env() {
         Ok(c) => c,
         Err(e) => {

@@ -249,8 +249,8 @@ impl Worker {
 /// served by the same k + 1 threads and the others never run.
 ///
 /// Why: crossbeam wakes the receivers waiting on a channel in turn, so every
-/// DB thread of the pool ran jobs and kept a warm allocator heap (mimalloc's
-/// pages are per thread), its stack and its share of cross-thread frees, and
+/// DB thread of the pool ran jobs and kept a warm allocator heap (allocator
+/// caches are per thread), its stack and its share of cross-thread frees, and
 /// the pool size (DB_POOL_SIZE, 20 in issue 18's runs) set the resident
 /// memory rather than the load (issue 18, broker memory). The cost: a job
 /// arriving while the new waiter is still being woken (a futex wake, µs)
@@ -299,7 +299,6 @@ impl Relay {
             me.passed.store(false, Ordering::Release);
             t.idle.push(me.clone());
         }
-        let mut collected = false;
         loop {
             std::thread::park_timeout(STOP_POLL);
             if me.passed.load(Ordering::Acquire) {
@@ -307,10 +306,6 @@ impl Relay {
             }
             if stop.load(Ordering::Acquire) {
                 return false;
-            }
-            if !collected {
-                crate::alloc::collect();
-                collected = true;
             }
         }
     }
