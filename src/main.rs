@@ -42,8 +42,8 @@
 //!   module below parses itself; its module doc gives the order. — main
 //! - `env`: the environment reader (`Env`, `ConfigError`, hex decoding),
 //!   below every settings parser; imports nothing of the crate. — main
-//! - `crypto`, `tls`, `ids`, `logging`: payload encryption, the HTTPS
-//!   listener's certificate, UUIDs, the log sink. — any
+//! - `crypto`, `tls`, `ids`, `logging`, `heap`: payload encryption, the
+//!   HTTPS listener's certificate, UUIDs, the log sink, the heap trim. — any
 //!
 //! The allocator is the system's (glibc malloc, no `#[global_allocator]`).
 //! mimalloc was chosen when every push item was a JSON tree and glibc with
@@ -122,6 +122,8 @@
 //!   partition's messages are ordered by id), so the counter is one;
 //! - `store::db_group` (static link flag): one "lost"/"back" log line for
 //!   the whole group, not one per DB thread;
+//! - `heap` (static last-trim time): the heap is the process's, so its
+//!   once-a-second trim is too;
 //! - `logging`: the `log` crate takes one logger per process; `dashboard`'s
 //!   asset tag is a constant computed once.
 //!
@@ -141,6 +143,7 @@ mod crypto;
 mod dashboard;
 mod env;
 mod error;
+mod heap;
 mod ids;
 mod jobs;
 mod logging;

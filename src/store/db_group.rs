@@ -287,8 +287,8 @@ impl Relay {
     }
 
     /// Blocks until it is `me`'s turn to wait on the job queue; false when
-    /// `stop` is set first. While parked it gives its allocator's freed
-    /// pages back once (a thread parked long holds none).
+    /// `stop` is set first. Parking, it offers to trim the heap (`heap`:
+    /// at most once a second, process-wide).
     fn wait_turn(&self, me: &Arc<Baton>, stop: &AtomicBool) -> bool {
         {
             let mut t = self.turns();
@@ -299,6 +299,7 @@ impl Relay {
             me.passed.store(false, Ordering::Release);
             t.idle.push(me.clone());
         }
+        crate::heap::trim_now_and_then();
         loop {
             std::thread::park_timeout(STOP_POLL);
             if me.passed.load(Ordering::Acquire) {
