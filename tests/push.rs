@@ -385,3 +385,40 @@ fn a_replayed_stored_item_is_answered_stored_and_leaves_the_newest_pointer() {
     );
     assert_eq!(db.count("SELECT count(*) FROM queen.messages", &[]), 2);
 }
+
+/// A request of more payload than one statement carries (1 MiB: the store
+/// cuts it into pieces in one transaction) is stored whole, in order, and a
+/// transaction id repeated in a later piece is found as a duplicate.
+#[test]
+fn a_request_of_several_statements_is_stored_whole_and_in_order() {
+    let db = Db::fresh();
+    let b = Broker::start(&db);
+    let pad = "x".repeat(60_000);
+    let mut items: Vec<Value> = (0..40)
+        .map(|i| {
+            json!({"queue": "big", "partition": "p", "transactionId": format!("t{i}"),
+                        "payload": {"i": i, "pad": pad}})
+        })
+        .collect();
+    items.push(json!({"queue": "big", "partition": "p", "transactionId": "t0", "payload": 1}));
+    let res = b.push(Value::Array(items));
+    assert_eq!(res.len(), 41);
+    assert!(
+        res[..40].iter().all(|r| r["status"] == "queued"),
+        "{:?}",
+        &res[..2]
+    );
+    assert_eq!(res[40]["status"], "duplicate");
+    assert_eq!(res[40]["message_id"], res[0]["message_id"]);
+    assert_eq!(db.count("SELECT count(*) FROM queen.messages", &[]), 40);
+    let order = db.query(
+        "SELECT (payload->>'i')::int FROM queen.messages ORDER BY id",
+        &[],
+    );
+    let got: Vec<i32> = order.iter().map(|r| r.get(0)).collect();
+    assert_eq!(got, (0..40).collect::<Vec<_>>());
+    assert_eq!(
+        newest_of(&db, "big", "p").as_deref(),
+        res[39]["message_id"].as_str()
+    );
+}

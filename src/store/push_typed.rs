@@ -84,10 +84,60 @@ struct Answer {
     dup_id: Vec<Option<Uuid>>,
 }
 
-/// Pushes `items` for `tenant` in one round trip (one transaction); one
-/// answer per item, in order.
+/// Payload bytes above which a batch goes as several statements in one
+/// transaction. Why: tokio-postgres encodes each statement into a buffer of
+/// the connection's and copies it into the socket's write buffer, and both
+/// keep the size of the largest statement the connection ever sent. One
+/// 32 MiB request cost 64 MiB more, for as long as its connection lived
+/// (bench/rss.sh bigpush); in pieces it costs twice a piece.
+pub const PIECE_BYTES: usize = 1 << 20;
+
+/// Pushes `items` for `tenant` in one transaction; one answer per item, in
+/// order. A batch up to [`PIECE_BYTES`] of payload is one round trip; a
+/// larger one is `BEGIN`, one statement per piece, `COMMIT` (a later piece
+/// sees the earlier pieces' rows, so duplicates across them are found as
+/// within one statement).
 pub fn call(
     c: &mut postgres::Client,
+    tenant: &str,
+    items: &[PushItem],
+) -> Result<Vec<Pushed>, StoreError> {
+    let pieces = pieces(items, PIECE_BYTES);
+    if pieces.len() <= 1 {
+        return statement(c, tenant, items);
+    }
+    let mut tx = c.transaction().map_err(classify)?;
+    let mut out = Vec::with_capacity(items.len());
+    for piece in pieces {
+        out.extend(statement(&mut tx, tenant, piece)?);
+    }
+    tx.commit().map_err(classify)?;
+    Ok(out)
+}
+
+/// `items` cut, in order, into runs of at most `max` payload bytes (a
+/// single larger item is a run of its own).
+fn pieces(items: &[PushItem], max: usize) -> Vec<&[PushItem]> {
+    let mut out = Vec::new();
+    let (mut start, mut bytes) = (0, 0);
+    for (i, item) in items.iter().enumerate() {
+        let n = item.payload.get().len();
+        if i > start && bytes + n > max {
+            out.push(&items[start..i]);
+            (start, bytes) = (i, 0);
+        }
+        bytes += n;
+    }
+    if start < items.len() {
+        out.push(&items[start..]);
+    }
+    out
+}
+
+/// One `queen.push_typed` statement for `items` (its own transaction unless
+/// `c` is in one).
+fn statement(
+    c: &mut impl postgres::GenericClient,
     tenant: &str,
     items: &[PushItem],
 ) -> Result<Vec<Pushed>, StoreError> {
@@ -196,6 +246,16 @@ mod tests {
         assert_eq!(c.payload[0].0.get(), r#"{"x":1}"#);
         assert_eq!(c.payload[2].0.get(), "null");
         assert!(c.trace[1].is_some() && c.trace[0].is_none());
+    }
+
+    #[test]
+    fn a_batch_is_cut_into_pieces_by_payload_bytes_in_order() {
+        let items = items(); // payloads of 7, 1 and 4 bytes
+        let lens = |p: Vec<&[PushItem]>| p.iter().map(|s| s.len()).collect::<Vec<_>>();
+        assert_eq!(lens(pieces(&items, 1 << 20)), [3]);
+        assert_eq!(lens(pieces(&items, 8)), [2, 1]);
+        assert_eq!(lens(pieces(&items, 2)), [1, 1, 1]);
+        assert_eq!(lens(pieces(&items[..0], 8)), Vec::<usize>::new());
     }
 
     #[test]
