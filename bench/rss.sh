@@ -16,7 +16,8 @@
 # drain (pop b100 + ack c10), drainauto (autoAck), latency (1,000 msg/s,
 # b10, 4 producers + 4 consumers), idle (boot, then 5 s of nothing),
 # bigpush (one 32 MiB push request), bigpop (10 pushes of 1 MiB, then one
-# pop of all 10,000 messages: an ~11 MiB answer).
+# pop of all 10,000 messages: an ~11 MiB answer), long (one broker through
+# drain, push100, drainauto, push10 and latency in turn; not in the default set).
 # Environment: NUM_WORKERS (2), DB_POOL_SIZE (20, the issue's), DUR (10),
 # QB (queen-bench binary), OUT (directory for the .json/.smaps files,
 # default /tmp/queen-rss-<commit>), EXTRA_ENV (more VAR=value for the broker).
@@ -72,6 +73,19 @@ run_scenario() {
         drain) "${Q[@]}" drain --prefill 100000 --partitions 100 --batch 100 --conns 10 >"$pfx.bench" ;;
         drainauto) "${Q[@]}" drain --prefill 100000 --partitions 100 --batch 100 --conns 10 --auto-ack >"$pfx.bench" ;;
         latency) "${Q[@]}" latency --rate 1000 --batch 10 --producers 4 --consumers 4 --partitions 10 --duration "$DUR" --warmup 2 >"$pfx.bench" ;;
+        long)
+            # one broker through mixed work, as a long-lived one sees it: its peak
+            # is what the work leaves behind (arenas, connection buffers), not one
+            # scenario's own
+            for phase in "drain --prefill 100000 --partitions 100 --batch 100 --conns 10" \
+                "push --batch 100 --conns 50 --partitions 100 --duration $DUR --warmup 2 --payload-bytes 100" \
+                "drain --prefill 100000 --partitions 100 --batch 100 --conns 10 --auto-ack" \
+                "push --batch 10 --conns 50 --partitions 1000 --duration $DUR --warmup 2 --payload-bytes 100" \
+                "latency --rate 1000 --batch 10 --producers 4 --consumers 4 --partitions 10 --duration $DUR --warmup 2"; do
+                # shellcheck disable=SC2086
+                "${Q[@]}" $phase >>"$pfx.bench"
+                bench_log "long: after ${phase%% *}: VmRSS $(awk '/VmRSS/ {print $2}' "/proc/$BROKER_PID/status") kB"
+            done ;;
         bigpush)
             big_body 32 >"$TMP/big.json"
             curl -sf -o /dev/null -X POST -H 'Content-Type: application/json' --data-binary @"$TMP/big.json" "$URL/api/v1/push" || bench_log "big push failed"

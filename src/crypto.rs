@@ -122,17 +122,17 @@ impl Cipher {
     /// The envelope of `payload`. `None` only if AES-GCM refuses (it does
     /// not for inputs under 64 GiB); the caller then stores plaintext.
     pub fn encrypt(&self, payload: &Value) -> Option<Value> {
-        self.encrypt_text(&payload.to_string())
+        self.encrypt_text(payload.to_string().as_bytes())
     }
 
     /// The envelope of a payload given as its JSON text (decryption gives
     /// back the value that text holds).
-    pub fn encrypt_text(&self, plain: &str) -> Option<Value> {
+    pub fn encrypt_text(&self, plain: &[u8]) -> Option<Value> {
         let mut iv = [0u8; IV_LEN];
         rand::thread_rng().fill_bytes(&mut iv);
         let mut out = self
             .gcm
-            .encrypt(GenericArray::from_slice(&iv), plain.as_bytes())
+            .encrypt(GenericArray::from_slice(&iv), plain)
             .ok()?;
         let tag = out.split_off(out.len().checked_sub(TAG_LEN)?);
         Some(json!({

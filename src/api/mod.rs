@@ -106,7 +106,7 @@ async fn route(shard: &Rc<Shard>, mut req: Request) -> Result<Response, ApiError
         (Get, ["metrics"]) => metrics::json(shard).await,
         (Get, ["metrics", "prometheus"]) => metrics::prometheus(shard).await,
         (Post, ["api", "v1", "configure"]) => configure::handle(shard, &req).await,
-        (Post, ["api", "v1", "push"]) => push::handle(shard, &req).await,
+        (Post, ["api", "v1", "push"]) => push::handle(shard, &mut req).await,
         (Get, ["api", "v1", "pop", "queue", q]) => {
             pop::handle(shard, &req, pop::Scope::queue(q)).await
         }

@@ -15,16 +15,18 @@
 use super::params;
 use crate::error::ApiError;
 use crate::ids::mint_v7;
-use crate::store::push_item::{null_payload, DEFAULT_PARTITION};
+use crate::store::payload::Payload;
+use crate::store::push_item::DEFAULT_PARTITION;
 use crate::store::PushItem;
-use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use bytes::Bytes;
+use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use std::fmt;
 
 /// One item as the client sent it: the fields the store reads, each as
-/// given (so a wrong type can be named), the payload as raw text. Any other
+/// given (so a wrong type can be named), the payload as its text. Any other
 /// key (a client's own `id`, `txid`, `encrypted` or `sub` too) is skipped.
 #[derive(Debug, Default)]
 pub struct RawItem {
@@ -32,7 +34,7 @@ pub struct RawItem {
     partition: Option<Value>,
     transaction_id: Option<Value>,
     trace_id: Option<Value>,
-    payload: Option<Box<RawValue>>,
+    payload: Option<Payload>,
 }
 
 /// The keys of an item that matter.
@@ -78,19 +80,35 @@ macro_rules! scalars_read_as {
     };
 }
 
+/// Reads one part of the body. Each reader carries the body, so that a
+/// payload becomes a slice of it ([`Payload::slice_of`]) and not a copy.
+#[derive(Clone, Copy)]
+struct In<'b, T> {
+    body: &'b Bytes,
+    what: std::marker::PhantomData<T>,
+}
+
+impl<'b, T> In<'b, T> {
+    fn new(body: &'b Bytes) -> In<'b, T> {
+        In {
+            body,
+            what: std::marker::PhantomData,
+        }
+    }
+}
+
 /// An element of `items`: an object, or anything else (an error, named by
 /// its index once the whole body has been read).
 struct Slot(Option<RawItem>);
 
-impl<'de> Deserialize<'de> for Slot {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Slot, D::Error> {
-        d.deserialize_any(SlotVisitor)
+impl<'de> DeserializeSeed<'de> for In<'_, Slot> {
+    type Value = Slot;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Slot, D::Error> {
+        d.deserialize_any(self)
     }
 }
 
-struct SlotVisitor;
-
-impl<'de> Visitor<'de> for SlotVisitor {
+impl<'de> Visitor<'de> for In<'_, Slot> {
     type Value = Slot;
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
@@ -106,7 +124,10 @@ impl<'de> Visitor<'de> for SlotVisitor {
                 Field::Partition => it.partition = m.next_value()?,
                 Field::TransactionId => it.transaction_id = m.next_value()?,
                 Field::TraceId => it.trace_id = m.next_value()?,
-                Field::Payload => it.payload = Some(m.next_value()?),
+                Field::Payload => {
+                    let text: &'de RawValue = m.next_value()?;
+                    it.payload = Some(Payload::slice_of(self.body, text));
+                }
                 Field::Other => {
                     m.next_value::<IgnoredAny>()?;
                 }
@@ -122,6 +143,35 @@ impl<'de> Visitor<'de> for SlotVisitor {
     scalars_read_as!(Slot, Slot(None));
 }
 
+/// `items`' value: an array of slots, or anything else (`None`: "no items
+/// array"; `Option<Vec<_>>` would fail on a non-array instead).
+struct Items(Option<Vec<Slot>>);
+
+impl<'de> DeserializeSeed<'de> for In<'_, Items> {
+    type Value = Items;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Items, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for In<'_, Items> {
+    type Value = Items;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an items array")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut s: A) -> Result<Items, A::Error> {
+        let mut v = Vec::with_capacity(s.size_hint().unwrap_or(0));
+        while let Some(slot) = s.next_element_seed(In::<Slot>::new(self.body))? {
+            v.push(slot);
+        }
+        Ok(Items(Some(v)))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, m: A) -> Result<Items, A::Error> {
+        IgnoredAny.visit_map(m).map(|_| Items(None))
+    }
+    scalars_read_as!(Items, Items(None));
+}
+
 /// The push body: not an object at all, or an object with its `items` when
 /// they are an array (`None`: absent or not an array). Every other key is
 /// skipped.
@@ -130,69 +180,45 @@ enum Body {
     Object(Option<Vec<Slot>>),
 }
 
-/// `items`' value: an array of slots, or anything else.
-struct Items(Option<Vec<Slot>>);
-
-impl<'de> Deserialize<'de> for Items {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Items, D::Error> {
-        // `Option<Vec<Slot>>` would fail on a non-array; it must read as
-        // "no items array" instead.
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Items;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("an items array")
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut s: A) -> Result<Items, A::Error> {
-                let mut v = Vec::with_capacity(s.size_hint().unwrap_or(0));
-                while let Some(slot) = s.next_element::<Slot>()? {
-                    v.push(slot);
-                }
-                Ok(Items(Some(v)))
-            }
-            fn visit_map<A: MapAccess<'de>>(self, m: A) -> Result<Items, A::Error> {
-                IgnoredAny.visit_map(m).map(|_| Items(None))
-            }
-            scalars_read_as!(Items, Items(None));
-        }
-        d.deserialize_any(V)
+impl<'de> DeserializeSeed<'de> for In<'_, Body> {
+    type Value = Body;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Body, D::Error> {
+        d.deserialize_any(self)
     }
 }
 
-impl<'de> Deserialize<'de> for Body {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Body, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Body;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a JSON object")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Body, A::Error> {
-                let mut items = None;
-                while let Some(k) = m.next_key::<std::borrow::Cow<'de, str>>()? {
-                    if k == "items" {
-                        items = m.next_value::<Items>()?.0;
-                    } else {
-                        m.next_value::<IgnoredAny>()?;
-                    }
-                }
-                Ok(Body::Object(items))
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, s: A) -> Result<Body, A::Error> {
-                IgnoredAny.visit_seq(s).map(|_| Body::NotObject)
-            }
-            scalars_read_as!(Body, Body::NotObject);
-        }
-        d.deserialize_any(V)
+impl<'de> Visitor<'de> for In<'_, Body> {
+    type Value = Body;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON object")
     }
+    fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Body, A::Error> {
+        let mut items = None;
+        while let Some(k) = m.next_key::<std::borrow::Cow<'de, str>>()? {
+            if k == "items" {
+                items = m.next_value_seed(In::<Items>::new(self.body))?.0;
+            } else {
+                m.next_value::<IgnoredAny>()?;
+            }
+        }
+        Ok(Body::Object(items))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, s: A) -> Result<Body, A::Error> {
+        IgnoredAny.visit_seq(s).map(|_| Body::NotObject)
+    }
+    scalars_read_as!(Body, Body::NotObject);
 }
 
-/// The items of a push body (`{"items": [...]}`), read from its bytes.
-pub fn from_body(body: &[u8]) -> Result<Vec<RawItem>, ApiError> {
+/// The items of a push body (`{"items": [...]}`), read from its bytes; their
+/// payloads are slices of `body`.
+pub fn from_body(body: &Bytes) -> Result<Vec<RawItem>, ApiError> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Err(ApiError::BadRequest("Empty request body".into()));
     }
-    let parsed: Result<Body, _> = serde_json::from_slice(body);
+    let mut de = serde_json::Deserializer::from_slice(body);
+    let parsed = In::<Body>::new(body)
+        .deserialize(&mut de)
+        .and_then(|b| de.end().map(|()| b));
     let slots = match parsed {
         Ok(Body::Object(Some(slots))) => slots,
         Ok(Body::Object(None)) => {
@@ -222,10 +248,10 @@ fn raw_of(item: Value, index: usize) -> Result<RawItem, ApiError> {
         return Err(not_an_object(index));
     };
     let payload = match m.remove("payload") {
-        Some(p) => Some(
+        Some(p) => Some(Payload::of_raw(
             serde_json::value::to_raw_value(&p)
                 .map_err(|e| ApiError::BadRequest(format!("items[{index}].payload: {e}")))?,
-        ),
+        )),
         None => None,
     };
     let take = |k: &str, m: &mut Map<String, Value>| m.remove(k);
@@ -299,11 +325,11 @@ pub fn stored(it: RawItem) -> Result<PushItem, ApiError> {
     };
     let payload = match it.payload {
         Some(p) => {
-            params::check_storable_raw(&p, "payload")?;
+            params::check_storable_raw(p.as_bytes(), "payload")?;
             p
         }
         // an item without a payload stores `{}` (a `null` one stores null)
-        None => RawValue::from_string("{}".into()).unwrap_or_else(|_| null_payload()),
+        None => Payload::empty_object(),
     };
     Ok(PushItem {
         queue,
@@ -323,7 +349,7 @@ mod tests {
     use serde_json::json;
 
     fn read(body: &str) -> Result<Vec<PushItem>, String> {
-        from_body(body.as_bytes())
+        from_body(&Bytes::copy_from_slice(body.as_bytes()))
             .and_then(stored_all)
             .map_err(|e| e.to_string())
     }
@@ -339,19 +365,32 @@ mod tests {
         .unwrap();
         assert_eq!(items.len(), 2);
         assert_eq!(items[0].partition, DEFAULT_PARTITION);
-        assert_eq!(items[0].payload.get(), r#"{"b": 1, "a": [true, null]}"#);
+        assert_eq!(
+            items[0].payload.as_bytes(),
+            br#"{"b": 1, "a": [true, null]}"#
+        );
         assert_eq!(items[0].txid, items[0].id.hyphenated().to_string());
         assert_eq!(items[0].sub, None);
-        assert_eq!(items[1].payload.get(), "null");
+        assert_eq!(items[1].payload.as_bytes(), b"null");
         assert_eq!(items[1].txid, "t");
         assert!(items[1].trace.is_some());
         assert!(items[1].id > items[0].id);
     }
 
     #[test]
+    fn payloads_are_slices_of_the_body_not_copies() {
+        let body = Bytes::from_static(br#"{"items": [{"queue": "q", "payload": [1, "\u00e9"]}]}"#);
+        let items = stored_all(from_body(&body).unwrap()).unwrap();
+        let p = items[0].payload.as_bytes();
+        assert_eq!(p, br#"[1, "\u00e9"]"#);
+        let inside = body.as_ptr_range();
+        assert!(inside.contains(&p.as_ptr()), "the payload was copied");
+    }
+
+    #[test]
     fn an_item_without_a_payload_stores_an_empty_object() {
         let items = read(r#"{"items": [{"queue": "q", "partition": null}]}"#).unwrap();
-        assert_eq!(items[0].payload.get(), "{}");
+        assert_eq!(items[0].payload.as_bytes(), b"{}");
         assert_eq!(items[0].partition, DEFAULT_PARTITION);
     }
 
@@ -402,7 +441,7 @@ mod tests {
     #[test]
     fn values_take_the_same_rules() {
         let items = from_values(vec![json!({"queue": "q", "payload": {"k": [1]}})]).unwrap();
-        assert_eq!(items[0].payload.get(), r#"{"k":[1]}"#);
+        assert_eq!(items[0].payload.as_bytes(), br#"{"k":[1]}"#);
         let err = from_values(vec![json!({"queue": "q"}), json!("x")]).unwrap_err();
         assert!(err.to_string().contains("items[1] must be an object"));
     }

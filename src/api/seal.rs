@@ -6,6 +6,7 @@
 //! (fused batch, spool file) only ever sees the envelope.
 
 use crate::shard::Shard;
+use crate::store::payload::Payload;
 use crate::store::PushItem;
 use serde_json::value::to_raw_value;
 use shards::http::Request;
@@ -33,8 +34,9 @@ pub async fn seal(shard: &Shard, req: &Request, tenant: &str, items: &mut [PushI
             continue;
         }
         match cipher
-            .encrypt_text(it.payload.get())
+            .encrypt_text(it.payload.as_bytes())
             .and_then(|env| to_raw_value(&env).ok())
+            .map(Payload::of_raw)
         {
             Some(env) => {
                 it.payload = env;

@@ -12,6 +12,7 @@ pub mod db_group;
 pub mod jobs;
 pub mod kv_group;
 pub mod kv_pool;
+pub mod payload;
 pub mod pg_tls;
 pub mod pop_compact;
 pub mod push_item;

@@ -6,14 +6,14 @@
 //! alive while it is in flight, and as `serde_json::Value` maps each cost
 //! 1.5–2 KiB (issue 18: most of the broker's peak RSS). Here the names are
 //! plain strings, the ids are 16 bytes, and the payload is the JSON text the
-//! client sent (`RawValue`), checked once and written to PostgreSQL as it
-//! came. Serialised, an item has the same shape as the JSON item it
+//! client sent ([`Payload`], a slice of the request body), checked once and
+//! written to PostgreSQL as it came. Serialised, an item has the same shape as the JSON item it
 //! replaced (`queue`, `partition`, `id`, `txid`, `traceId`, `payload`,
 //! `encrypted`, `sub`), so spool files written before still replay and the
 //! SQL procedures that take items as jsonb read the same keys.
 
+pub use super::payload::Payload;
 use serde::{Deserialize, Serialize};
-use serde_json::value::RawValue;
 use uuid::Uuid;
 
 /// Partition name of an item stored without one.
@@ -35,8 +35,8 @@ pub struct PushItem {
     #[serde(rename = "traceId", default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<Uuid>,
     /// The payload's JSON text (JSON `null` when the item had none stored).
-    #[serde(default = "null_payload")]
-    pub payload: Box<RawValue>,
+    #[serde(default = "Payload::null")]
+    pub payload: Payload,
     /// Whether `payload` is an encryption envelope (set by the shard only).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub encrypted: bool,
@@ -47,11 +47,6 @@ pub struct PushItem {
 
 fn default_partition() -> String {
     DEFAULT_PARTITION.to_string()
-}
-
-/// JSON `null` as a raw payload.
-pub fn null_payload() -> Box<RawValue> {
-    RawValue::from_string("null".to_string()).expect("null is JSON")
 }
 
 #[cfg(test)]
@@ -82,7 +77,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(item.partition, DEFAULT_PARTITION);
-        assert_eq!(item.payload.get(), "null");
+        assert_eq!(item.payload.as_bytes(), b"null");
         let text = serde_json::to_string(&item).unwrap();
         for key in ["traceId", "encrypted", "sub"] {
             assert!(!text.contains(key), "{text}");

@@ -11,10 +11,10 @@
 //! answer carries only what the broker does not know: the ids of each pair
 //! and, for the items not inserted, the id of the message already there.
 
+use super::payload::Payload;
 use super::sql_error::classify;
 use super::{PushItem, PushStatus, Pushed, StoreError};
-use postgres::types::{Json, ToSql, Type};
-use serde_json::value::RawValue;
+use postgres::types::{ToSql, Type};
 use std::collections::HashMap;
 use uuid::Uuid;
 
@@ -36,7 +36,7 @@ struct Columns<'a> {
     trace: Vec<Option<Uuid>>,
     /// The payloads' JSON text, sent as it came (jsonb's binary input is a
     /// version byte and the text).
-    payload: Vec<Json<&'a RawValue>>,
+    payload: Vec<&'a Payload>,
     enc: Vec<bool>,
     sub: Vec<Option<&'a str>>,
 }
@@ -66,7 +66,7 @@ fn columns(items: &[PushItem]) -> Columns<'_> {
         c.id.push(item.id);
         c.txid.push(&item.txid);
         c.trace.push(item.trace);
-        c.payload.push(Json(&item.payload));
+        c.payload.push(&item.payload);
         c.enc.push(item.encrypted);
         c.sub.push(item.sub.as_deref());
     }
@@ -121,7 +121,7 @@ fn pieces(items: &[PushItem], max: usize) -> Vec<&[PushItem]> {
     let mut out = Vec::new();
     let (mut start, mut bytes) = (0, 0);
     for (i, item) in items.iter().enumerate() {
-        let n = item.payload.get().len();
+        let n = item.payload.len();
         if i > start && bytes + n > max {
             out.push(&items[start..i]);
             (start, bytes) = (i, 0);
@@ -243,8 +243,8 @@ mod tests {
         assert_eq!(c.pn, ["a", "b"]);
         assert_eq!(c.pair, [1, 2, 1]);
         assert_eq!(c.txid, ["t0", "t1", "t2"]);
-        assert_eq!(c.payload[0].0.get(), r#"{"x":1}"#);
-        assert_eq!(c.payload[2].0.get(), "null");
+        assert_eq!(c.payload[0].as_bytes(), br#"{"x":1}"#);
+        assert_eq!(c.payload[2].as_bytes(), b"null");
         assert!(c.trace[1].is_some() && c.trace[0].is_none());
     }
 
