@@ -1,6 +1,6 @@
 //! The body of a pop answer (http-api.md §4) from an attempt read as columns
 //! (`store::pop_compact::Popped`), written straight into bytes: each payload's
-//! JSON text is copied in once, never parsed into a `serde_json::Value` tree
+//! JSON text is copied in once, from the result row, never parsed into a `serde_json::Value` tree
 //! (issue 18: the trees held every popped payload several times over). Runs
 //! on the shard serving the pop.
 //!
@@ -12,6 +12,7 @@
 
 use super::pop_autopilot::iso_micros;
 use crate::store::pop_compact::{iso, Popped, PoppedMessage};
+use crate::store::pop_texts::compact_into;
 use serde::Serialize;
 use serde_json::{Map, Value};
 use uuid::Uuid;
@@ -107,7 +108,7 @@ pub fn body(p: &Popped, top: &Map<String, Value>, lease: &str, group: &str) -> V
     let payloads: usize = p
         .messages
         .iter()
-        .map(|m| m.data.as_ref().map_or(4, |d| d.0.len()))
+        .map(|m| p.data(m).map_or(4, <[u8]>::len))
         .sum();
     let mut out = Vec::with_capacity(payloads + p.messages.len() * 360 + 256);
     let (lease, group) = (json_bytes(lease), json_bytes(group));
@@ -151,12 +152,17 @@ fn message(
     out.extend_from_slice(b",\"createdAt\":\"");
     out.extend_from_slice(iso(m.created_at).as_bytes());
     out.extend_from_slice(b"\",\"data\":");
-    match &m.data {
+    match p.data(m) {
         None => out.extend_from_slice(b"null"),
-        Some(text) => match crate::crypto::open_text(cipher, &text.0, m.encrypted) {
-            Some(opened) => out.extend_from_slice(opened.as_bytes()),
-            None => out.extend_from_slice(text.0.as_bytes()),
-        },
+        Some(text) => {
+            let opened = std::str::from_utf8(text)
+                .ok()
+                .and_then(|t| crate::crypto::open_text(cipher, t, m.encrypted));
+            match opened {
+                Some(opened) => out.extend_from_slice(opened.as_bytes()),
+                None => compact_into(out, text),
+            }
+        }
     }
     out.extend_from_slice(b",\"id\":");
     uuid(out, Some(&m.id));
@@ -206,12 +212,17 @@ fn put<T: Serialize + ?Sized>(out: &mut Vec<u8>, v: &T) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::pop_compact::{Claimed, JsonText};
+    use crate::store::pop_compact::Claimed;
+    use crate::store::pop_texts::Texts;
     use std::time::{Duration, UNIX_EPOCH};
 
     fn popped() -> Popped {
         let at = |us| UNIX_EPOCH + Duration::from_micros(us);
+        // as jsonb writes it: blanks after `:` and `,`, kept inside strings
+        let texts = Texts::new(br#"{"a": [1, 2], "b": "x y"}"#.to_vec());
+        let data = texts.span_of(texts.bytes());
         Popped {
+            texts,
             claimed: 2,
             partitions: vec![
                 Claimed {
@@ -231,7 +242,7 @@ mod tests {
                     id: Uuid::from_u128(1),
                     transaction_id: Some("t1".into()),
                     trace_id: None,
-                    data: Some(JsonText(r#"{"a":[1,2],"b":"x y"}"#.into())),
+                    data,
                     producer_sub: None,
                     created_at: at(1_796_005_489_153_317),
                     encrypted: false,

@@ -15,6 +15,7 @@ pub mod kv_pool;
 pub mod payload;
 pub mod pg_tls;
 pub mod pop_compact;
+pub mod pop_texts;
 pub mod push_item;
 pub mod push_typed;
 pub mod pushed;

@@ -9,14 +9,16 @@
 //! The arrays come back in binary (uuids, timestamps), only the payloads are
 //! JSON text. Why the payload stays text: parsing it into a `serde_json::Value`
 //! tree only to serialise it again held every payload twice, the tree several
-//! times the size of its text (issue 18, broker memory); the text is copied
-//! once out of the row, without the spaces jsonb's output puts after `:` and
-//! `,`, and written into the answer as it is.
+//! times the size of its text (issue 18, broker memory); the row is kept and
+//! each payload is written into the answer straight from it
+//! (`super::pop_texts`).
 //!
 //! Order: messages of one claimed partition are contiguous, partitions in
 //! claim order; within a partition they are sorted here by (createdAt, id),
 //! the append order (semantics.md §3), rather than trusting aggregate order.
 
+pub use super::pop_texts::JsonText;
+use super::pop_texts::{jsonb_array_spans, RawColumn, Texts};
 use super::sql_error::classify;
 use super::StoreError;
 use postgres::types::{FromSql, Type};
@@ -52,7 +54,8 @@ pub struct PoppedMessage {
     pub transaction_id: Option<String>,
     /// `traceId`.
     pub trace_id: Option<Uuid>,
-    /// `data`: the payload's JSON text (`None`: SQL NULL, answered as null).
+    /// `data`: where the payload's JSON text lies in [`Popped::texts`]
+    /// (`None`: SQL NULL, answered as null).
     pub data: Option<JsonText>,
     /// `producerSub`.
     pub producer_sub: Option<String>,
@@ -71,6 +74,8 @@ pub struct Popped {
     pub partitions: Vec<Claimed>,
     /// The messages: partition in claim order, then append order.
     pub messages: Vec<PoppedMessage>,
+    /// The payload texts the messages' `data` spans point into.
+    pub texts: Texts,
 }
 
 impl Popped {
@@ -85,61 +90,15 @@ impl Popped {
         self.partition_of(m)?.queue.as_deref()
     }
 
+    /// The payload text of `m` as PostgreSQL wrote it (`None`: SQL NULL).
+    pub fn data(&self, m: &PoppedMessage) -> Option<&[u8]> {
+        m.data.as_ref().map(|t| self.texts.get(t))
+    }
+
     /// The oldest `createdAt` among the messages, µs since the epoch.
     pub fn oldest_us(&self) -> Option<i64> {
         self.messages.iter().map(|m| micros(m.created_at)).min()
     }
-}
-
-/// A JSON text as PostgreSQL's jsonb output gave it, minus the blanks outside
-/// strings (so it reads as compactly as `serde_json` writes). Trusted to be
-/// valid JSON: jsonb never outputs anything else.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct JsonText(pub String);
-
-impl<'a> FromSql<'a> for JsonText {
-    fn from_sql(
-        ty: &Type,
-        raw: &'a [u8],
-    ) -> Result<Self, Box<dyn std::error::Error + Sync + Send>> {
-        // jsonb's binary form is a version byte (1) and the text.
-        let text = if *ty == Type::JSONB {
-            match raw.split_first() {
-                Some((1, text)) => text,
-                _ => return Err("unsupported jsonb binary version".into()),
-            }
-        } else {
-            raw
-        };
-        Ok(JsonText(compact(std::str::from_utf8(text)?)))
-    }
-
-    fn accepts(ty: &Type) -> bool {
-        *ty == Type::JSONB || *ty == Type::JSON
-    }
-}
-
-/// `text` without the whitespace between tokens (none inside strings is touched).
-fn compact(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let (mut in_string, mut escaped) = (false, false);
-    for c in text.chars() {
-        if in_string {
-            if escaped {
-                escaped = false;
-            } else if c == '\\' {
-                escaped = true;
-            } else if c == '"' {
-                in_string = false;
-            }
-        } else if c == '"' {
-            in_string = true;
-        } else if matches!(c, ' ' | '\n' | '\r' | '\t') {
-            continue;
-        }
-        out.push(c);
-    }
-    out
 }
 
 /// Runs one pop attempt (`arg` as `queen.pop` takes it).
@@ -148,9 +107,26 @@ pub fn call(c: &mut postgres::Client, arg: &Value) -> Result<Popped, StoreError>
         .query_typed(SQL, &[(arg, Type::JSONB)])
         .map_err(classify)?;
     let r = rows
-        .first()
+        .into_iter()
+        .next()
         .ok_or_else(|| StoreError::Db("pop_compact: no result row".into()))?;
     build(r).map_err(|e| StoreError::Db(format!("pop_compact answer: {e}")))
+}
+
+/// The result row's payload column (`m_payload`), whose bytes the answer's
+/// payloads are read from.
+struct PayloadColumn(postgres::Row);
+
+/// Index of `m_payload` in [`SQL`]'s columns.
+const PAYLOAD_COL: usize = 8;
+
+impl AsRef<[u8]> for PayloadColumn {
+    fn as_ref(&self) -> &[u8] {
+        match self.0.try_get::<_, Option<RawColumn>>(PAYLOAD_COL) {
+            Ok(Some(c)) => c.0,
+            _ => &[],
+        }
+    }
 }
 
 /// A column that is NULL when nothing was claimed, as an empty vector.
@@ -158,7 +134,8 @@ fn col<'a, T: FromSql<'a>>(r: &'a postgres::Row, i: usize) -> Result<Vec<T>, pos
     Ok(r.try_get::<_, Option<Vec<T>>>(i)?.unwrap_or_default())
 }
 
-fn build(r: &postgres::Row) -> Result<Popped, postgres::Error> {
+fn build(row: postgres::Row) -> Result<Popped, Box<dyn std::error::Error + Sync + Send>> {
+    let r = &row;
     let claimed: i32 = r.try_get(0)?;
     let ids: Vec<Uuid> = col(r, 1)?;
     let mut names = col::<Option<String>>(r, 2)?.into_iter();
@@ -172,14 +149,30 @@ fn build(r: &postgres::Row) -> Result<Popped, postgres::Error> {
         })
         .collect();
     let k: Vec<i32> = col(r, 4)?;
+    let (ids, txids, traces) = (
+        col::<Uuid>(r, 5)?,
+        col::<Option<String>>(r, 6)?,
+        col::<Option<Uuid>>(r, 7)?,
+    );
+    let (subs, created, enc) = (
+        col::<Option<String>>(r, 9)?,
+        col::<SystemTime>(r, 10)?,
+        col::<bool>(r, 11)?,
+    );
+    // the row itself is kept: the payloads are read from it, not copied out
+    let texts = Texts::new(PayloadColumn(row));
+    let spans = match texts.bytes() {
+        [] => Vec::new(),
+        column => jsonb_array_spans(column)?,
+    };
     let mut cols = (
-        col::<Uuid>(r, 5)?.into_iter(),
-        col::<Option<String>>(r, 6)?.into_iter(),
-        col::<Option<Uuid>>(r, 7)?.into_iter(),
-        col::<Option<JsonText>>(r, 8)?.into_iter(),
-        col::<Option<String>>(r, 9)?.into_iter(),
-        col::<SystemTime>(r, 10)?.into_iter(),
-        col::<bool>(r, 11)?.into_iter(),
+        ids.into_iter(),
+        txids.into_iter(),
+        traces.into_iter(),
+        spans.into_iter(),
+        subs.into_iter(),
+        created.into_iter(),
+        enc.into_iter(),
     );
     let mut messages = Vec::with_capacity(k.len());
     for k in k {
@@ -216,6 +209,7 @@ fn build(r: &postgres::Row) -> Result<Popped, postgres::Error> {
         claimed,
         partitions,
         messages,
+        texts,
     })
 }
 
@@ -260,24 +254,8 @@ fn civil(z: i64) -> (i64, i64, i64) {
 
 #[cfg(test)]
 mod tests {
-    use super::{compact, iso, JsonText};
-    use postgres::types::{FromSql, Type};
+    use super::iso;
     use std::time::{Duration, UNIX_EPOCH};
-
-    #[test]
-    fn jsonb_text_loses_its_blanks_but_never_inside_strings() {
-        assert_eq!(
-            compact(r#"{"a": [1, 2], "b c": "x, \"y\": z", "d": {"e": null}}"#),
-            r#"{"a":[1,2],"b c":"x, \"y\": z","d":{"e":null}}"#
-        );
-        assert_eq!(compact(r#""tab\\" , 1"#), r#""tab\\",1"#);
-        let raw = b"\x01{\"k\": \"v\"}";
-        assert_eq!(
-            JsonText::from_sql(&Type::JSONB, raw).unwrap(),
-            JsonText(r#"{"k":"v"}"#.into())
-        );
-        assert!(JsonText::from_sql(&Type::JSONB, b"\x02{}").is_err());
-    }
 
     #[test]
     fn iso_matches_queen_iso() {
