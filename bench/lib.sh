@@ -57,21 +57,32 @@ checkpoint() { "${PSQL[@]}" -d queen -c CHECKPOINT >/dev/null 2>&1 || true; }
 # until /health answers. Sets BROKER_PID and URL; returns 1 (broker stopped,
 # last log lines shown) when it never became healthy.
 broker_start() {
-    local bin=$1 bport mport
-    bport=$(free_port)
-    mport=$(free_port)
+    local bin=$1 bport mport attempt
     mkdir -p "$TMP/spool"
-    bench_log "starting $bin on 127.0.0.1:$bport (NUM_WORKERS=$WORKERS DB_POOL_SIZE=$POOL)"
-    env PG_HOST=127.0.0.1 PG_PORT="$PGPORT" PG_USER=postgres PG_PASSWORD=postgres PG_DB=queen \
-        PORT="$bport" QUEEN_BIND_ADDR=127.0.0.1 QUEEN_MESH_PORT="$mport" QUEEN_UDP_NOTIFY_PORT="$mport" \
-        NUM_WORKERS="$WORKERS" DB_POOL_SIZE="$POOL" FILE_BUFFER_DIR="$TMP/spool" LOG_LEVEL=warn \
-        "$bin" >"$TMP/broker.log" 2>&1 &
-    BROKER_PID=$!
-    URL="http://127.0.0.1:$bport"
-    for _ in $(seq 1 600); do
-        curl -sf "$URL/health" >/dev/null 2>&1 && return 0
-        kill -0 "$BROKER_PID" 2>/dev/null || break
-        sleep 0.1
+    # A port free_port found unbound can still be taken before the broker binds
+    # it (a load generator's outgoing connection gets ephemeral ports from the
+    # same range): that one failure is retried on other ports.
+    for attempt in 1 2 3; do
+        bport=$(free_port)
+        mport=$(free_port)
+        bench_log "starting $bin on 127.0.0.1:$bport (NUM_WORKERS=$WORKERS DB_POOL_SIZE=$POOL)"
+        env PG_HOST=127.0.0.1 PG_PORT="$PGPORT" PG_USER=postgres PG_PASSWORD=postgres PG_DB=queen \
+            PORT="$bport" QUEEN_BIND_ADDR=127.0.0.1 QUEEN_MESH_PORT="$mport" QUEEN_UDP_NOTIFY_PORT="$mport" \
+            NUM_WORKERS="$WORKERS" DB_POOL_SIZE="$POOL" FILE_BUFFER_DIR="$TMP/spool" LOG_LEVEL=warn \
+            "$bin" >"$TMP/broker.log" 2>&1 &
+        BROKER_PID=$!
+        URL="http://127.0.0.1:$bport"
+        for _ in $(seq 1 600); do
+            curl -sf "$URL/health" >/dev/null 2>&1 && return 0
+            kill -0 "$BROKER_PID" 2>/dev/null || break
+            sleep 0.1
+        done
+        if [ "$attempt" -lt 3 ] && grep -q "Address already in use" "$TMP/broker.log"; then
+            bench_log "port taken before the broker bound it (attempt $attempt); other ports"
+            broker_stop
+            continue
+        fi
+        break
     done
     bench_log "broker did not become healthy; last log lines:"
     tail -20 "$TMP/broker.log" >&2
