@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One broker, push scenarios repeated on a growing queen.messages (issue 18: does the
 # table growing explain run.sh push ratios below compare.sh?). SCEN="B:P ..." (batch:partitions),
-# BIN (broker binary), DB_POOL_SIZE (20). Prints per scenario msg/s, WAL full-page images and MB,
+# STATEMENTS=1 with PG_EXTRA_OPTS="-c shared_preload_libraries=pg_stat_statements
+# -c pg_stat_statements.track=all": the top statements of each scenario. "fresh" in SCEN: a new database and broker; "restart": a new broker. BIN (broker binary), DB_POOL_SIZE (20). Prints per scenario msg/s, WAL full-page images and MB,
 # the table size and autovacuum counts, and what else was active in PostgreSQL meanwhile.
 set -uo pipefail
 BENCH_DIR=$(cd "$(dirname "$0")/.." && pwd)
@@ -10,11 +11,21 @@ WORKERS=2; POOL=${DB_POOL_SIZE:-20}
 TMP=$(mktemp -d /tmp/queen-grow.XXXXXX); chmod 755 $TMP
 trap bench_cleanup EXIT
 pg_start
-broker_start ${BIN:-$(dirname "$BENCH_DIR")/target/release/queen} || exit 1
+[ -n "${STATEMENTS:-}" ] && q0() { "${PSQL[@]}" -d queen -c "$1"; } && q0 "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" >/dev/null
+BIN=${BIN:-$(dirname "$BENCH_DIR")/target/release/queen}
+broker_start "$BIN" || exit 1
 QB=/tmp/target-bench/release/queen-bench
 q() { "${PSQL[@]}" -d queen -c "$1"; }
 i=0
 for sc in ${SCEN:-100:1000 100:1000}; do
+  if [ "$sc" = fresh ]; then
+    # a new database (its buffers go back to PostgreSQL's free list) and a new broker
+    broker_stop; fresh_db >/dev/null; broker_start "$BIN" || exit 1; echo "-- fresh database and broker"; continue
+  fi
+  if [ "$sc" = restart ]; then
+    # the same database, a new broker (new PostgreSQL sessions, no cached plans)
+    broker_stop; broker_start "$BIN" || exit 1; echo "-- new broker"; continue
+  fi
   i=$((i+1)); B=${sc%%:*}; P=${sc##*:}
   checkpoint
   w0=$(q "SELECT wal_fpi||' '||wal_bytes FROM pg_stat_wal")
@@ -26,6 +37,11 @@ for sc in ${SCEN:-100:1000 100:1000}; do
   t=$(q "SELECT n_tup_ins||' av='||autovacuum_count||' aa='||autoanalyze_count||' sz='||pg_size_pretty(pg_total_relation_size('queen.messages')) FROM pg_stat_user_tables WHERE relname='messages' AND schemaname='queen'")
   rate=$(echo "$r" | python3 -c "import json,sys; d=json.load(sys.stdin); print(round(d['msg_per_s']), 'pg', round(d.get('pg_cpu_pct',0)), 'br', round(d.get('broker_cpu_pct',0) or 0))")
   read f0 b0 <<<"$w0"; read f1 b1 <<<"$w1"
+  if [ -n "${STATEMENTS:-}" ]; then
+    # per-statement time inside push_typed (PG_EXTRA_OPTS must preload pg_stat_statements)
+    q "SELECT round(total_exec_time)||' ms '||calls||' calls '||round((total_exec_time/greatest(calls,1))::numeric,3)||' ms/call: '||left(regexp_replace(query,'\s+',' ','g'),90) FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT 8"
+    q "SELECT pg_stat_statements_reset()" >/dev/null
+  fi
   echo "iter $i: $rate  fpi=$((f1-f0)) walMB=$(( (b1-b0)/1048576 )) | $t"
   sort $TMP/act.$i | uniq -c | sort -rn | head -6
 done

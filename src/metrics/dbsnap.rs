@@ -6,7 +6,8 @@
 //! served as is. An older one is served too, and the scrape that finds it
 //! stale starts one background refresh (a task on the shard), so a scrape
 //! never waits for PostgreSQL once a snapshot exists; only the first scrape
-//! on a shard waits, at most [`REFRESH_WAIT`]. The age of what was served is
+//! on a shard waits, at most [`REFRESH_WAIT`]. At most one refresh per shard
+//! is in PostgreSQL at a time, however long it takes. The age of what was served is
 //! `queen_queue_metrics_age_seconds`. The per-queue families are rendered to
 //! text once per refresh ([`super::expo::queue_block`]), not per scrape.
 //! The shard's sampler takes the first snapshot soon after boot
@@ -23,8 +24,10 @@ use std::time::{Duration, Instant};
 /// any sensible scrape interval's multiple, long enough that dashboards
 /// polling every second cost one query per shard per TTL.
 pub const CACHE_TTL: Duration = Duration::from_secs(5);
-/// How long a scrape waits for a refresh before answering with the stale copy.
+/// How long the first scrape on a shard waits for its first snapshot.
 pub const REFRESH_WAIT: Duration = Duration::from_secs(2);
+/// How often that scrape looks whether the snapshot came.
+const WAIT_POLL: Duration = Duration::from_millis(10);
 /// Queues listed per snapshot (per-queue series are bounded by this).
 pub const MAX_QUEUES: u32 = 10_000;
 
@@ -76,17 +79,17 @@ impl SnapshotCache {
     pub async fn get(self: &Rc<Self>, db: &Rc<DbClient>) -> Snapshot {
         let current = self.current.borrow().clone();
         let fresh = current.at.is_some_and(|t| t.elapsed() < CACHE_TTL);
-        if fresh || self.refreshing.get() && current.at.is_some() {
-            return current;
+        if !fresh {
+            self.start_refresh(db);
         }
         if current.at.is_some() {
-            self.refreshing.set(true);
-            let (me, db) = (self.clone(), db.clone());
-            glommio::spawn_local(async move { me.refresh(&db).await }).detach();
             return current;
         }
-        self.refreshing.set(true);
-        self.refresh(db).await;
+        // The first snapshot: wait for the refresh, at most REFRESH_WAIT.
+        let deadline = Instant::now() + REFRESH_WAIT;
+        while self.refreshing.get() && Instant::now() < deadline {
+            glommio::timer::sleep(WAIT_POLL).await;
+        }
         self.current.borrow().clone()
     }
 
@@ -94,22 +97,30 @@ impl SnapshotCache {
     /// (called by the shard's sampler every second, so that the first scrape
     /// after boot is served from memory as well).
     pub fn warm(self: &Rc<Self>, db: &Rc<DbClient>) {
-        if self.current.borrow().at.is_some() || self.refreshing.get() {
+        if self.current.borrow().at.is_none() {
+            self.start_refresh(db);
+        }
+    }
+
+    /// Starts a refresh unless one is running. A refresh runs until
+    /// PostgreSQL answers: one that only timed out would leave its query
+    /// running while the next started, and on a large database (the push
+    /// rate counts the last minute's messages, seconds of work at 100k
+    /// msg/s) the sampler then stacked a new query every second on each
+    /// shard, never getting an answer in time.
+    fn start_refresh(self: &Rc<Self>, db: &Rc<DbClient>) {
+        if self.refreshing.replace(true) {
             return;
         }
-        self.refreshing.set(true);
         let (me, db) = (self.clone(), db.clone());
         glommio::spawn_local(async move { me.refresh(&db).await }).detach();
     }
 
-    /// Queries the snapshot (bounded by [`REFRESH_WAIT`]) and stores it.
+    /// Queries the snapshot and stores it.
     async fn refresh(&self, db: &DbClient) {
-        let call = db.call(Proc::MetricsSnapshot, json!({ "maxQueues": MAX_QUEUES }));
-        let timeout = async {
-            glommio::timer::sleep(REFRESH_WAIT).await;
-            Err(crate::store::StoreError::Busy)
-        };
-        let outcome = futures_lite::future::or(call, timeout).await;
+        let outcome = db
+            .call(Proc::MetricsSnapshot, json!({ "maxQueues": MAX_QUEUES }))
+            .await;
         self.refreshing.set(false);
         let mut c = self.current.borrow_mut();
         match outcome {
