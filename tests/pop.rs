@@ -305,3 +305,53 @@ fn unparseable_batch_falls_back_to_the_default_of_200() {
     let pop = b.pop("/api/v1/pop/queue/bd?batch=abc").expect("messages");
     assert_eq!(messages(&pop).len(), 200);
 }
+
+/// Payloads go in as slices of the push body and come out of the pop's result row
+/// with jsonb's blanks dropped: whatever the text holds (blanks, `: ` and `, ` inside
+/// strings, escapes, non-ASCII, deep nesting, every scalar) reads back as pushed.
+#[test]
+fn payloads_of_every_shape_read_back_as_pushed() {
+    let db = Db::fresh();
+    let b = Broker::start(&db);
+    let payloads = [
+        json!({"s": "a: b, c", "t": " x \t y ", "q": "say \"hi\": ok", "back": "c:\\dir\\"}),
+        json!({"é": "ü ß — 漢字 🙂", "esc": "\u{0001}\n\r\t", "nested": [[[{"k": [1, [2, [3]]]}]]]}),
+        json!([
+            1.5e300,
+            -0.0,
+            12345678901234567u64,
+            true,
+            false,
+            null,
+            "",
+            {},
+            []
+        ]),
+        json!("a bare string, with: punctuation"),
+        json!(42),
+        json!(null),
+    ];
+    // a body with blanks and newlines between the tokens of the payloads themselves
+    let items: Vec<String> = payloads
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let spaced = serde_json::to_string_pretty(p).unwrap();
+            format!(r#"{{"queue": "shapes", "transactionId": "t{i}", "payload": {spaced} }}"#)
+        })
+        .collect();
+    let body = format!("{{\"items\": [\n{}\n]}}", items.join(",\n"));
+    let r = b.post_bytes("/api/v1/push", body.as_bytes());
+    assert_eq!(r.status, 201, "{}", r.text());
+    let pop = b
+        .pop("/api/v1/pop/queue/shapes?batch=10")
+        .expect("messages");
+    let got: Vec<Value> = messages(&pop)
+        .into_iter()
+        .map(|m| m["data"].clone())
+        .collect();
+    assert_eq!(got.len(), payloads.len());
+    for (want, got) in payloads.iter().zip(got) {
+        assert_eq!(&got, want);
+    }
+}
