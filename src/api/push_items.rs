@@ -82,7 +82,6 @@ macro_rules! scalars_read_as {
 
 /// Reads one part of the body. Each reader carries the body, so that a
 /// payload becomes a slice of it ([`Payload::slice_of`]) and not a copy.
-#[derive(Clone, Copy)]
 struct In<'b, T> {
     body: &'b Bytes,
     what: std::marker::PhantomData<T>,
@@ -97,16 +96,21 @@ impl<'b, T> In<'b, T> {
     }
 }
 
-/// An element of `items`: an object, or anything else (an error, named by
-/// its index once the whole body has been read).
-struct Slot(Option<RawItem>);
-
-impl<'de> DeserializeSeed<'de> for In<'_, Slot> {
-    type Value = Slot;
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Slot, D::Error> {
+/// Each reader is its own visitor, and reads whatever value comes
+/// (`deserialize_any`: a wrong type is named by the caller, not failed here).
+impl<'de, T> DeserializeSeed<'de> for In<'_, T>
+where
+    Self: Visitor<'de, Value = T>,
+{
+    type Value = T;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<T, D::Error> {
         d.deserialize_any(self)
     }
 }
+
+/// An element of `items`: an object, or anything else (an error, named by
+/// its index once the whole body has been read).
+struct Slot(Option<RawItem>);
 
 impl<'de> Visitor<'de> for In<'_, Slot> {
     type Value = Slot;
@@ -147,13 +151,6 @@ impl<'de> Visitor<'de> for In<'_, Slot> {
 /// array"; `Option<Vec<_>>` would fail on a non-array instead).
 struct Items(Option<Vec<Slot>>);
 
-impl<'de> DeserializeSeed<'de> for In<'_, Items> {
-    type Value = Items;
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Items, D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
 impl<'de> Visitor<'de> for In<'_, Items> {
     type Value = Items;
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
@@ -178,13 +175,6 @@ impl<'de> Visitor<'de> for In<'_, Items> {
 enum Body {
     NotObject,
     Object(Option<Vec<Slot>>),
-}
-
-impl<'de> DeserializeSeed<'de> for In<'_, Body> {
-    type Value = Body;
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Body, D::Error> {
-        d.deserialize_any(self)
-    }
 }
 
 impl<'de> Visitor<'de> for In<'_, Body> {
