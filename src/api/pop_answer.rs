@@ -105,10 +105,13 @@ pub fn top_keys(p: &Popped, lease: &str, group: &str) -> Option<Map<String, Valu
 /// The answer body: `top`'s keys in order, the messages of `p` (each with
 /// `leaseId` = `lease` and `consumerGroup` = `group`) at `messages`.
 pub fn body(p: &Popped, top: &Map<String, Value>, lease: &str, group: &str) -> Vec<u8> {
+    // the payload column is looked up in the row once per answer, not per message
+    let column = p.texts.bytes();
+    let data = |m: &PoppedMessage| m.data.map(|t| t.in_column(column));
     let payloads: usize = p
         .messages
         .iter()
-        .map(|m| p.data(m).map_or(4, <[u8]>::len))
+        .map(|m| data(m).map_or(4, <[u8]>::len))
         .sum();
     let mut out = Vec::with_capacity(payloads + p.messages.len() * 360 + 256);
     let (lease, group) = (json_bytes(lease), json_bytes(group));
@@ -129,7 +132,7 @@ pub fn body(p: &Popped, top: &Map<String, Value>, lease: &str, group: &str) -> V
             if j > 0 {
                 out.push(b',');
             }
-            message(&mut out, p, m, &lease, &group, cipher);
+            message(&mut out, p, m, data(m), &lease, &group, cipher);
         }
         out.push(b']');
     }
@@ -142,6 +145,7 @@ fn message(
     out: &mut Vec<u8>,
     p: &Popped,
     m: &PoppedMessage,
+    data: Option<&[u8]>,
     lease: &[u8],
     group: &[u8],
     cipher: Option<&'static crate::crypto::Cipher>,
@@ -152,7 +156,7 @@ fn message(
     out.extend_from_slice(b",\"createdAt\":\"");
     out.extend_from_slice(iso(m.created_at).as_bytes());
     out.extend_from_slice(b"\",\"data\":");
-    match p.data(m) {
+    match data {
         None => out.extend_from_slice(b"null"),
         Some(text) => {
             let opened = std::str::from_utf8(text)

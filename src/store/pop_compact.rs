@@ -90,11 +90,6 @@ impl Popped {
         self.partition_of(m)?.queue.as_deref()
     }
 
-    /// The payload text of `m` as PostgreSQL wrote it (`None`: SQL NULL).
-    pub fn data(&self, m: &PoppedMessage) -> Option<&[u8]> {
-        m.data.as_ref().map(|t| self.texts.get(t))
-    }
-
     /// The oldest `createdAt` among the messages, µs since the epoch.
     pub fn oldest_us(&self) -> Option<i64> {
         self.messages.iter().map(|m| micros(m.created_at)).min()

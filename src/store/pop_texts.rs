@@ -22,6 +22,14 @@ pub struct JsonText {
     end: usize,
 }
 
+impl JsonText {
+    /// The text this span covers in `column` ([`Texts::bytes`], looked up
+    /// once by a caller reading many spans); empty if it lies outside.
+    pub fn in_column(self, column: &[u8]) -> &[u8] {
+        column.get(self.start..self.end).unwrap_or_default()
+    }
+}
+
 /// The bytes a pop's [`JsonText`] spans point into: the result row's payload
 /// column (or, in tests, any buffer).
 #[derive(Clone)]
@@ -59,8 +67,9 @@ impl Texts {
     }
 
     /// The text `t` spans (empty if `t` is not one of these texts' spans).
+    #[cfg(test)]
     pub fn get(&self, t: &JsonText) -> &[u8] {
-        self.bytes().get(t.start..t.end).unwrap_or_default()
+        t.in_column(self.bytes())
     }
 
     /// The span of `text`, which must be a slice of [`Texts::bytes`].
