@@ -1,8 +1,8 @@
 //! The body of a pop answer (http-api.md §4) from an attempt read as columns
 //! (`store::pop_compact::Popped`), written straight into bytes: each payload's
-//! JSON text is copied in once, from the result row, never parsed into a `serde_json::Value` tree
-//! (issue 18: the trees held every popped payload several times over). Runs
-//! on the shard serving the pop.
+//! JSON text is copied in once, from the result row, never parsed into a
+//! `serde_json::Value` tree (issue 18: the trees held every popped payload
+//! several times over). Runs on the shard serving the pop.
 //!
 //! The keys come in the order a `serde_json::Map` (sorted) gives them, and
 //! everything but the payloads is written as `serde_json` writes it, so the

@@ -7,8 +7,8 @@
 //! stale starts one background refresh (a task on the shard), so a scrape
 //! never waits for PostgreSQL once a snapshot exists; only the first scrape
 //! on a shard waits, at most [`REFRESH_WAIT`]. At most one refresh per shard
-//! is in PostgreSQL at a time, however long it takes. The age of what was served is
-//! `queen_queue_metrics_age_seconds`. The per-queue families are rendered to
+//! is in PostgreSQL at a time, however long it takes. The age of what was
+//! served is `queen_queue_metrics_age_seconds`. The per-queue families are rendered to
 //! text once per refresh ([`super::expo::queue_block`]), not per scrape.
 //! The shard's sampler takes the first snapshot soon after boot
 //! ([`SnapshotCache::warm`]). The cache is shard-local (a field of the

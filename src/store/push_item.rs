@@ -7,10 +7,11 @@
 //! 1.5–2 KiB (issue 18: most of the broker's peak RSS). Here the names are
 //! plain strings, the ids are 16 bytes, and the payload is the JSON text the
 //! client sent ([`Payload`], a slice of the request body), checked once and
-//! written to PostgreSQL as it came. Serialised, an item has the same shape as the JSON item it
-//! replaced (`queue`, `partition`, `id`, `txid`, `traceId`, `payload`,
-//! `encrypted`, `sub`), so spool files written before still replay and the
-//! SQL procedures that take items as jsonb read the same keys.
+//! written to PostgreSQL as it came. Serialised, an item has the same shape
+//! as the JSON item it replaced (`queue`, `partition`, `id`, `txid`,
+//! `traceId`, `payload`, `encrypted`, `sub`), so spool files written before
+//! still replay and the SQL procedures that take items as jsonb read the
+//! same keys.
 
 pub use super::payload::Payload;
 use serde::{Deserialize, Serialize};
