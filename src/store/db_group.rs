@@ -17,6 +17,7 @@
 
 use super::jobs::*;
 use super::pg_tls::Connector;
+use super::pooled::{Manager, SizedJson};
 use super::schema;
 use super::sql_error::classify;
 use super::DbConfig;
@@ -31,7 +32,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant};
 
-type Pool = r2d2::Pool<PostgresConnectionManager<Connector>>;
+type Pool = r2d2::Pool<Manager>;
 
 /// How often an idle DB thread looks at the stop flag.
 const STOP_POLL: Duration = Duration::from_millis(100);
@@ -61,7 +62,7 @@ impl DbGroup {
         let (tx, rx) = crossbeam_channel::bounded::<JobEnvelope>(cfg.queue_depth);
         let pg = pg_config(cfg);
         let tls = cfg.pg.tls.connector();
-        let manager = PostgresConnectionManager::new(pg.clone(), tls.clone());
+        let manager = Manager(PostgresConnectionManager::new(pg.clone(), tls.clone()));
         let pool: Pool = r2d2::Pool::builder()
             .max_size(cfg.pool_size as u32)
             .min_idle(Some(0))
@@ -380,14 +381,24 @@ fn run(pool: &Pool, job: Job) -> StoreReply {
         Job::Call {
             proc: Proc::Pop,
             arg,
-        } => StoreReply::Popped(super::pop_compact::call(&mut conn, &arg).map(Box::new)),
+        } => {
+            let popped = super::pop_compact::call(&mut conn, &arg);
+            if let Ok(p) = &popped {
+                conn.retire_if_big(p.texts.bytes().len());
+            }
+            StoreReply::Popped(popped.map(Box::new))
+        }
         Job::Call { proc, arg } => StoreReply::Value(
             conn.query_typed(proc.sql(), &[(&arg, Type::JSONB)])
                 .map_err(classify)
                 .and_then(|rows| {
-                    rows.first()
-                        .map(|r| r.get::<_, Value>(0))
-                        .ok_or_else(|| StoreError::Db("no result row".into()))
+                    let SizedJson(v, bytes) = rows
+                        .first()
+                        .ok_or_else(|| StoreError::Db("no result row".into()))?
+                        .try_get(0)
+                        .map_err(classify)?;
+                    conn.retire_if_big(bytes);
+                    Ok(v)
                 }),
         ),
         Job::AckBatch {

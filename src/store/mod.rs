@@ -14,6 +14,7 @@ pub mod kv_group;
 pub mod kv_pool;
 pub mod payload;
 pub mod pg_tls;
+pub mod pooled;
 pub mod pop_compact;
 pub mod pop_texts;
 pub mod push_item;

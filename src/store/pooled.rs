@@ -1,0 +1,114 @@
+//! The DB threads' pooled connection: a PostgreSQL client that is closed
+//! instead of returned to the pool once it has carried one big result.
+//!
+//! Why: tokio-postgres reads every message into one buffer per connection
+//! and keeps that buffer's allocation for the connection's life, sized by the
+//! biggest message it ever read. A pop of 10,000 ~1 KiB messages is one
+//! 13 MB `DataRow`, and the ~16 MiB buffer it grew stayed resident until the
+//! broker stopped (issue 18: a huge request may cost its size once, and only
+//! while it is served). Nothing in the client's API shrinks the buffer, so
+//! the connection goes: the next job opens a new one (a few milliseconds and
+//! a backend fork, against the tens of milliseconds a result this big takes
+//! to read and answer). Pushes never need this: `push_typed` sends at most
+//! about 1 MiB of payload per statement.
+
+use super::pg_tls::Connector;
+use postgres::types::{FromSql, Type};
+use r2d2_postgres::PostgresConnectionManager;
+use serde_json::Value;
+use std::ops::{Deref, DerefMut};
+
+/// A result at least this big (bytes on the wire) retires its connection.
+/// Above any answer of a usual batch (pop b1,000 of 1 KiB payloads is ~1 MB),
+/// so steady traffic keeps its connections and their prepared plans.
+pub const RETIRE_AT_BYTES: usize = 4 << 20;
+
+/// A pooled client and whether it is to be closed when given back.
+pub struct Conn {
+    client: postgres::Client,
+    retire: bool,
+}
+
+impl Conn {
+    /// Marks the connection for closing when it goes back to the pool if
+    /// `result_bytes` reached [`RETIRE_AT_BYTES`].
+    pub fn retire_if_big(&mut self, result_bytes: usize) {
+        if result_bytes >= RETIRE_AT_BYTES {
+            self.retire = true;
+        }
+    }
+}
+
+impl Deref for Conn {
+    type Target = postgres::Client;
+    fn deref(&self) -> &postgres::Client {
+        &self.client
+    }
+}
+
+impl DerefMut for Conn {
+    fn deref_mut(&mut self) -> &mut postgres::Client {
+        &mut self.client
+    }
+}
+
+/// r2d2's manager for [`Conn`]: the postgres manager's connect and checks,
+/// plus "broken" for a retired connection (r2d2 then drops it on return).
+pub struct Manager(pub PostgresConnectionManager<Connector>);
+
+impl std::fmt::Debug for Manager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("pooled::Manager")
+    }
+}
+
+impl r2d2::ManageConnection for Manager {
+    type Connection = Conn;
+    type Error = postgres::Error;
+
+    fn connect(&self) -> Result<Conn, postgres::Error> {
+        Ok(Conn {
+            client: self.0.connect()?,
+            retire: false,
+        })
+    }
+
+    fn is_valid(&self, c: &mut Conn) -> Result<(), postgres::Error> {
+        self.0.is_valid(&mut c.client)
+    }
+
+    fn has_broken(&self, c: &mut Conn) -> bool {
+        c.retire || self.0.has_broken(&mut c.client)
+    }
+}
+
+/// A jsonb result decoded as `Value`, with its size on the wire.
+pub struct SizedJson(pub Value, pub usize);
+
+impl<'a> FromSql<'a> for SizedJson {
+    fn from_sql(
+        ty: &Type,
+        raw: &'a [u8],
+    ) -> Result<SizedJson, Box<dyn std::error::Error + Sync + Send>> {
+        Ok(SizedJson(Value::from_sql(ty, raw)?, raw.len()))
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        <Value as FromSql>::accepts(ty)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sized_json_reads_jsonb_and_counts_its_bytes() {
+        let raw = b"\x01{\"a\": [1, 2]}";
+        let SizedJson(v, n) = SizedJson::from_sql(&Type::JSONB, raw).unwrap();
+        assert_eq!(v, serde_json::json!({"a": [1, 2]}));
+        assert_eq!(n, raw.len());
+        assert!(SizedJson::accepts(&Type::JSONB));
+        assert!(!SizedJson::accepts(&Type::INT4));
+    }
+}

@@ -1,0 +1,99 @@
+//! The DB threads' connections: one that carried a result of 4 MiB or more is
+//! closed after it (its client's read buffer would otherwise keep that size
+//! for good: `src/store/pooled.rs`), and the next job opens a new one. Every
+//! message is still delivered once.
+mod common;
+
+use common::*;
+use std::collections::HashSet;
+
+/// The backend pids of the broker's connections to `db`.
+fn backends(db: &Db) -> HashSet<i32> {
+    db.query(
+        "SELECT pid FROM pg_stat_activity
+          WHERE datname = current_database() AND application_name = 'queen'",
+        &[],
+    )
+    .iter()
+    .map(|r| r.get::<_, i32>(0))
+    .collect()
+}
+
+/// Pushes `n` messages of ~8 KiB each to `queue`, 64 per request.
+fn push_big(b: &Broker, queue: &str, n: usize) {
+    let pad = "x".repeat(8 << 10);
+    for start in (0..n).step_by(64) {
+        let items: Vec<Value> = (start..(start + 64).min(n))
+            .map(|i| json!({"queue": queue, "partition": "p", "payload": {"n": i, "pad": pad}}))
+            .collect();
+        b.push(Value::Array(items));
+    }
+}
+
+#[test]
+fn a_connection_that_carried_a_big_pop_is_closed_and_replaced() {
+    let db = Db::fresh();
+    let b = Broker::builder(&db).env("DB_POOL_SIZE", "2").start();
+    // 640 x 8 KiB: a 5 MiB result, over the 4 MiB mark
+    push_big(&b, "big", 640);
+    push_big(&b, "small", 64);
+
+    // a small pop leaves every connection in place
+    let before = backends(&db);
+    assert!(!before.is_empty(), "the broker holds connections");
+    let small = b
+        .pop("/api/v1/pop/queue/small?batch=1000&autoAck=true")
+        .expect("small messages");
+    assert_eq!(messages(&small).len(), 64);
+    let after_small = backends(&db);
+    assert!(
+        before.is_subset(&after_small),
+        "a 0.5 MiB pop closed a connection: {before:?} -> {after_small:?}"
+    );
+
+    // the big pop delivers all 640, once, and its connection goes
+    let big = b
+        .pop("/api/v1/pop/queue/big?batch=1000")
+        .expect("big messages");
+    assert_eq!(messages(&big).len(), 640, "no message twice");
+    let got: HashSet<u64> = messages(&big)
+        .iter()
+        .map(|m| m["data"]["n"].as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        got,
+        (0..640).collect::<HashSet<u64>>(),
+        "every message once"
+    );
+    let gone = check_for(std::time::Duration::from_secs(5), || {
+        let now = backends(&db);
+        let gone: Vec<i32> = after_small.difference(&now).copied().collect();
+        (!gone.is_empty()).then_some(gone)
+    });
+    assert_eq!(gone.len(), 1, "exactly the big pop's connection closed");
+
+    // the broker goes on with a new connection: ack all, nothing left behind
+    let lease = big["leaseId"].as_str().expect("leaseId");
+    let acks: Vec<Value> = messages(&big)
+        .iter()
+        .map(|m| {
+            json!({"transactionId": m["transactionId"], "partitionId": m["partitionId"],
+                   "leaseId": lease, "status": "completed"})
+        })
+        .collect();
+    let r = b.post_json("/api/v1/ack/batch", &json!({ "acknowledgments": acks }));
+    assert_eq!(r.status, 200, "ack/batch: {}", r.text());
+    assert!(
+        r.json_array().iter().all(|a| a["success"] == true),
+        "{}",
+        r.text()
+    );
+    assert!(
+        b.pop("/api/v1/pop/queue/big?batch=1000").is_none(),
+        "all consumed"
+    );
+    assert!(
+        b.pop("/api/v1/pop/queue/small?batch=1000").is_none(),
+        "all consumed"
+    );
+}
