@@ -1,7 +1,8 @@
 //! The DB threads' connections: one that carried a result of 4 MiB or more is
 //! closed after it (its client's read buffer would otherwise keep that size
 //! for good: `src/store/pooled.rs`), and the next job opens a new one. Every
-//! message is still delivered once.
+//! message is still delivered once, its payload as pushed (an answer of over
+//! 1 MiB of payloads points into the row: `src/api/pop_answer.rs`).
 mod common;
 
 use common::*;
@@ -24,7 +25,10 @@ fn push_big(b: &Broker, queue: &str, n: usize) {
     let pad = "x".repeat(8 << 10);
     for start in (0..n).step_by(64) {
         let items: Vec<Value> = (start..(start + 64).min(n))
-            .map(|i| json!({"queue": queue, "partition": "p", "payload": {"n": i, "pad": pad}}))
+            .map(|i| {
+                json!({"queue": queue, "partition": "p",
+                       "payload": {"n": i, "pad": pad, "s": "a \"q\", é\n\\", "l": [1, {"k": null}]}})
+            })
             .collect();
         b.push(Value::Array(items));
     }
@@ -56,6 +60,13 @@ fn a_connection_that_carried_a_big_pop_is_closed_and_replaced() {
         .pop("/api/v1/pop/queue/big?batch=1000")
         .expect("big messages");
     assert_eq!(messages(&big).len(), 640, "no message twice");
+    // over 1 MiB of payloads: spliced from the row, read back as pushed
+    for m in messages(&big) {
+        let n = m["data"]["n"].as_u64().expect("n");
+        let pushed = json!({"n": n, "pad": "x".repeat(8 << 10), "s": "a \"q\", é\n\\",
+                            "l": [1, {"k": null}]});
+        assert_eq!(m["data"], pushed);
+    }
     let got: HashSet<u64> = messages(&big)
         .iter()
         .map(|m| m["data"]["n"].as_u64().unwrap())

@@ -247,6 +247,7 @@ impl Shard {
             status: resp.status,
             headers: rewrite::relayed(&resp.headers),
             body: resp.body,
+            spliced: None,
         })
     }
 

@@ -128,14 +128,13 @@ async fn serve_conn<S: AsyncRead + AsyncWrite + Unpin>(
         let close = !keep_alive || stop.is_fired();
         out.clear();
         response.write_head(&mut out, close);
-        let body = response.body_to_send(head);
-        let sent = if body.len() <= INLINE_BODY {
-            out.extend_from_slice(body);
-            write_all(&mut stream, &out, cfg.body_timeout).await
-        } else {
-            write_all(&mut stream, &out, cfg.body_timeout).await
-                && write_all(&mut stream, body, cfg.body_timeout).await
-        };
+        let sent = write_body(
+            &mut stream,
+            &mut out,
+            &response.body_pieces(head),
+            cfg.body_timeout,
+        )
+        .await;
         drop(response);
         if !sent || close {
             return;
@@ -265,6 +264,41 @@ async fn watch_peer<S: AsyncRead + Unpin>(stream: &mut S, buf: &mut Vec<u8>, cap
             Ok(_) => {}
         }
     }
+}
+
+/// Writes `out` (the head) and then `pieces` in order. Pieces of up to
+/// `INLINE_BODY` gather in `out` and go out together once it holds that much;
+/// a bigger piece goes out on its own, so neither a plain body nor a spliced
+/// one (thousands of small framing pieces between the payloads) is copied
+/// whole, and neither costs a write per piece. False on failure or timeout.
+async fn write_body<S: AsyncWrite + Unpin>(
+    stream: &mut S,
+    out: &mut Vec<u8>,
+    pieces: &[&[u8]],
+    timeout: Duration,
+) -> bool {
+    for piece in pieces {
+        if piece.len() > INLINE_BODY {
+            if !out.is_empty() {
+                if !write_all(stream, out, timeout).await {
+                    return false;
+                }
+                out.clear();
+            }
+            if !write_all(stream, piece, timeout).await {
+                return false;
+            }
+            continue;
+        }
+        out.extend_from_slice(piece);
+        if out.len() >= INLINE_BODY {
+            if !write_all(stream, out, timeout).await {
+                return false;
+            }
+            out.clear();
+        }
+    }
+    out.is_empty() || write_all(stream, out, timeout).await
 }
 
 /// Writes all of `bytes` within `timeout`; false on failure or timeout.

@@ -16,10 +16,12 @@ pub mod client;
 mod codec;
 mod request;
 mod response;
+mod spliced;
 
 pub use codec::{Decoded, Decoder, Limits, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_HEADER_BYTES};
 pub use request::{percent_decode, Method, Request};
 pub use response::Response;
+pub use spliced::{Shared, Spliced};
 
 use std::fmt;
 

@@ -355,8 +355,7 @@ fn answer(pop: &PopRequest, attempt: Attempt) -> Option<Response> {
         Attempt::Rows(p) => {
             let mut top = pop_answer::top_keys(&p, &lease, &pop.group)?;
             extras(pop, &mut top);
-            let body = pop_answer::body(&p, &top, &lease, &pop.group);
-            return Some(Response::json(200, body));
+            return Some(pop_answer::answer(&p, &top, &lease, &pop.group));
         }
     };
     answer_tree(pop, r, lease)

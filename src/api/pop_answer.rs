@@ -1,20 +1,23 @@
 //! The body of a pop answer (http-api.md §4) from an attempt read as columns
 //! (`store::pop_compact::Popped`), written straight into bytes: each payload's
-//! JSON text is copied in once, from the result row, never parsed into a
+//! JSON text goes from the result row into the answer, never parsed into a
 //! `serde_json::Value` tree (issue 18: the trees held every popped payload
 //! several times over). Runs on the shard serving the pop.
 //!
 //! The keys come in the order a `serde_json::Map` (sorted) gives them, and
 //! everything but the payloads is written as `serde_json` writes it, so the
 //! answer reads as the tree path's did. A payload goes out as PostgreSQL's
-//! jsonb gave it (its own key order, blanks between tokens dropped), except
-//! an encrypted one, which is opened and written from its decrypted value.
+//! jsonb gave it (its own key order, blanks between tokens dropped; in an
+//! answer of [`SPLICE_AT`] or more payload bytes the blanks stay and the
+//! payloads are not copied at all), except an encrypted one, which is opened
+//! and written from its decrypted value.
 
 use super::pop_autopilot::iso_micros;
 use crate::store::pop_compact::{iso, Popped, PoppedMessage};
-use crate::store::pop_texts::compact_into;
+use crate::store::pop_texts::{compact_into, JsonText};
 use serde::Serialize;
 use serde_json::{Map, Value};
+use shards::http::{Response, Spliced};
 use uuid::Uuid;
 
 /// What one pop attempt answered: the columns of `queen.pop_compact`, or the
@@ -102,72 +105,143 @@ pub fn top_keys(p: &Popped, lease: &str, group: &str) -> Option<Map<String, Valu
     Some(top)
 }
 
-/// The answer body: `top`'s keys in order, the messages of `p` (each with
+/// Payloads of at least this many bytes in one answer are spliced in from
+/// the result row rather than copied (`shards::http::Spliced`): a pop that
+/// big would otherwise hold its payloads twice, in the row and in the body,
+/// while it is written (issue 18: a huge request costs its size once). Such
+/// payloads go out as jsonb printed them, blanks after `:` and `,` kept;
+/// smaller answers, the usual ones, are compacted as before.
+pub const SPLICE_AT: usize = 1 << 20;
+
+/// The answer: `top`'s keys in order, the messages of `p` (each with
 /// `leaseId` = `lease` and `consumerGroup` = `group`) at `messages`.
+pub fn answer(p: &Popped, top: &Map<String, Value>, lease: &str, group: &str) -> Response {
+    let payloads = payload_bytes(p);
+    let framing = p.messages.len() * 360 + 256;
+    if payloads < SPLICE_AT {
+        let mut out = Out::Flat(Vec::with_capacity(payloads + framing));
+        write(&mut out, p, top, lease, group);
+        return Response::json(200, out.into_flat());
+    }
+    let mut out = Out::Spliced(Spliced::new(p.texts.shared(), framing));
+    write(&mut out, p, top, lease, group);
+    match out {
+        Out::Spliced(s) => Response::json_spliced(200, s),
+        Out::Flat(v) => Response::json(200, v),
+    }
+}
+
+/// The answer body as one buffer, payloads compacted (tests; `answer`
+/// writes the same for answers below [`SPLICE_AT`]).
+#[cfg(test)]
 pub fn body(p: &Popped, top: &Map<String, Value>, lease: &str, group: &str) -> Vec<u8> {
+    let mut out = Out::Flat(Vec::new());
+    write(&mut out, p, top, lease, group);
+    out.into_flat()
+}
+
+/// The payload bytes of `p`'s messages (a null counts as its 4 letters).
+fn payload_bytes(p: &Popped) -> usize {
+    let column = p.texts.bytes();
+    p.messages
+        .iter()
+        .map(|m| m.data.map_or(4, |t| t.in_column(column).len()))
+        .sum()
+}
+
+/// Where an answer is written.
+enum Out {
+    /// One buffer, payloads compacted into it.
+    Flat(Vec<u8>),
+    /// Framing text with the payloads spliced in from the row.
+    Spliced(Spliced),
+}
+
+impl Out {
+    /// The buffer framing text is appended to.
+    fn text(&mut self) -> &mut Vec<u8> {
+        match self {
+            Out::Flat(v) => v,
+            Out::Spliced(s) => s.text(),
+        }
+    }
+
+    /// Appends the stored payload `t` (spans of `column`).
+    fn payload(&mut self, column: &[u8], t: JsonText) {
+        match self {
+            Out::Flat(v) => compact_into(v, t.in_column(column)),
+            Out::Spliced(s) => s.splice(t.range()),
+        }
+    }
+
+    fn into_flat(self) -> Vec<u8> {
+        match self {
+            Out::Flat(v) => v,
+            Out::Spliced(s) => s.to_vec(),
+        }
+    }
+}
+
+/// Writes the answer into `out`.
+fn write(out: &mut Out, p: &Popped, top: &Map<String, Value>, lease: &str, group: &str) {
     // the payload column is looked up in the row once per answer, not per message
     let column = p.texts.bytes();
-    let data = |m: &PoppedMessage| m.data.map(|t| t.in_column(column));
-    let payloads: usize = p
-        .messages
-        .iter()
-        .map(|m| data(m).map_or(4, <[u8]>::len))
-        .sum();
-    let mut out = Vec::with_capacity(payloads + p.messages.len() * 360 + 256);
     let (lease, group) = (json_bytes(lease), json_bytes(group));
     let cipher = crate::crypto::cipher();
-    out.push(b'{');
+    out.text().push(b'{');
     for (i, (k, v)) in top.iter().enumerate() {
+        let t = out.text();
         if i > 0 {
-            out.push(b',');
+            t.push(b',');
         }
-        put(&mut out, k);
-        out.push(b':');
+        put(t, k);
+        t.push(b':');
         if k != "messages" {
-            put(&mut out, v);
+            put(t, v);
             continue;
         }
-        out.push(b'[');
+        t.push(b'[');
         for (j, m) in p.messages.iter().enumerate() {
             if j > 0 {
-                out.push(b',');
+                out.text().push(b',');
             }
-            message(&mut out, p, m, data(m), &lease, &group, cipher);
+            message(out, column, p, m, &lease, &group, cipher);
         }
-        out.push(b']');
+        out.text().push(b']');
     }
-    out.push(b'}');
-    out
+    out.text().push(b'}');
 }
 
 /// One message, keys in sorted order (as a `serde_json::Map` writes them).
 fn message(
-    out: &mut Vec<u8>,
+    out: &mut Out,
+    column: &[u8],
     p: &Popped,
     m: &PoppedMessage,
-    data: Option<&[u8]>,
     lease: &[u8],
     group: &[u8],
     cipher: Option<&'static crate::crypto::Cipher>,
 ) {
     let part = p.partition_of(m);
-    out.extend_from_slice(b"{\"consumerGroup\":");
-    out.extend_from_slice(group);
-    out.extend_from_slice(b",\"createdAt\":\"");
-    out.extend_from_slice(iso(m.created_at).as_bytes());
-    out.extend_from_slice(b"\",\"data\":");
-    match data {
-        None => out.extend_from_slice(b"null"),
-        Some(text) => {
-            let opened = std::str::from_utf8(text)
+    let t = out.text();
+    t.extend_from_slice(b"{\"consumerGroup\":");
+    t.extend_from_slice(group);
+    t.extend_from_slice(b",\"createdAt\":\"");
+    t.extend_from_slice(iso(m.created_at).as_bytes());
+    t.extend_from_slice(b"\",\"data\":");
+    match m.data {
+        None => t.extend_from_slice(b"null"),
+        Some(span) => {
+            let opened = std::str::from_utf8(span.in_column(column))
                 .ok()
-                .and_then(|t| crate::crypto::open_text(cipher, t, m.encrypted));
+                .and_then(|text| crate::crypto::open_text(cipher, text, m.encrypted));
             match opened {
-                Some(opened) => out.extend_from_slice(opened.as_bytes()),
-                None => compact_into(out, text),
+                Some(opened) => t.extend_from_slice(opened.as_bytes()),
+                None => out.payload(column, span),
             }
         }
     }
+    let out = out.text();
     out.extend_from_slice(b",\"id\":");
     uuid(out, Some(&m.id));
     out.extend_from_slice(b",\"leaseId\":");
@@ -289,6 +363,29 @@ mod tests {
         assert_eq!(m[1]["traceId"], Uuid::from_u128(3).to_string());
         assert_eq!(m[1]["producerSub"], "sub");
         assert!(m[0].get("isEncrypted").is_none());
+    }
+
+    #[test]
+    fn a_big_answer_points_into_the_row_and_reads_as_the_flat_one() {
+        let mut p = popped();
+        let text = format!(r#"{{"a": [1, 2], "pad": "{}"}}"#, "y".repeat(SPLICE_AT));
+        p.texts = Texts::new(text.into_bytes());
+        p.messages[0].data = p.texts.span_of(p.texts.bytes());
+        let top = top_keys(&p, "L", "g").unwrap();
+        let flat = body(&p, &top, "L", "g");
+        let r = answer(&p, &top, "L", "g");
+        let spliced = r.spliced.as_ref().expect("spliced at SPLICE_AT");
+        assert!(r.body.is_empty());
+        assert_eq!(r.body_len(), spliced.len());
+        let (a, b): (Value, Value) = (
+            serde_json::from_slice(&spliced.to_vec()).expect("valid JSON"),
+            serde_json::from_slice(&flat).unwrap(),
+        );
+        assert_eq!(a, b);
+        // below the mark, one compact buffer as before
+        let small = answer(&popped(), &top, "L", "g");
+        assert!(small.spliced.is_none());
+        assert_eq!(small.body, body(&popped(), &top, "L", "g"));
     }
 
     #[test]

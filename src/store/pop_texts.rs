@@ -28,6 +28,11 @@ impl JsonText {
     pub fn in_column(self, column: &[u8]) -> &[u8] {
         column.get(self.start..self.end).unwrap_or_default()
     }
+
+    /// Where the text lies in the column's bytes.
+    pub fn range(self) -> std::ops::Range<usize> {
+        self.start..self.end
+    }
 }
 
 /// The bytes a pop's [`JsonText`] spans point into: the result row's payload
@@ -59,6 +64,12 @@ impl Texts {
     /// Texts kept in `source` (the spans are then made against its bytes).
     pub fn new(source: impl AsRef<[u8]> + Send + Sync + 'static) -> Texts {
         Texts(Arc::new(source))
+    }
+
+    /// The buffer itself, shared (a body may point into it:
+    /// `shards::http::Spliced`).
+    pub fn shared(&self) -> Arc<dyn AsRef<[u8]> + Send + Sync> {
+        self.0.clone()
     }
 
     /// All the bytes the spans point into.

@@ -1,6 +1,8 @@
 //! The response a handler returns, and its serialisation. Pure; runs on
 //! the connection's shard.
 
+use super::spliced::Spliced;
+
 /// One HTTP response. The codec adds `Content-Length` and, when closing,
 /// `Connection: close`; handlers should not set either.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -11,6 +13,9 @@ pub struct Response {
     pub headers: Vec<(&'static str, String)>,
     /// The body (not sent for HEAD, but counted in `Content-Length`).
     pub body: Vec<u8>,
+    /// When set, the body instead of `body` (which is then empty): text
+    /// with ranges of a shared buffer spliced in, written piece by piece.
+    pub spliced: Option<Spliced>,
 }
 
 impl Response {
@@ -25,6 +30,7 @@ impl Response {
             status: 204,
             headers: Vec::new(),
             body: Vec::new(),
+            spliced: None,
         }
     }
 
@@ -34,6 +40,15 @@ impl Response {
             status,
             headers: vec![("Content-Type", content_type.to_string())],
             body: body.into(),
+            spliced: None,
+        }
+    }
+
+    /// `status` with `Content-Type: application/json` and a spliced body.
+    pub fn json_spliced(status: u16, body: Spliced) -> Response {
+        Response {
+            spliced: Some(body),
+            ..Response::json(status, Vec::new())
         }
     }
 
@@ -49,17 +64,26 @@ impl Response {
     /// forbids a body.
     pub fn write_to(&self, out: &mut Vec<u8>, close: bool, head: bool) {
         self.write_head(out, close);
-        out.extend_from_slice(self.body_to_send(head));
+        for piece in self.body_pieces(head) {
+            out.extend_from_slice(piece);
+        }
     }
 
-    /// The bytes that follow the head on the wire: the body, or nothing for
-    /// a HEAD request and the statuses that have none.
-    pub fn body_to_send(&self, head: bool) -> &[u8] {
+    /// The pieces that follow the head on the wire, in order: the body, or
+    /// nothing for a HEAD request and the statuses that have none.
+    pub fn body_pieces(&self, head: bool) -> Vec<&[u8]> {
         if head || self.bodyless() {
-            &[]
+            Vec::new()
+        } else if let Some(s) = &self.spliced {
+            s.pieces().collect()
         } else {
-            &self.body
+            vec![&self.body]
         }
+    }
+
+    /// The body's length (`Content-Length`).
+    pub fn body_len(&self) -> usize {
+        self.spliced.as_ref().map_or(self.body.len(), Spliced::len)
     }
 
     /// Whether RFC 9110 forbids this status a body (1xx, 204, 304).
@@ -89,7 +113,7 @@ impl Response {
         }
         if !self.bodyless() {
             out.extend_from_slice(b"Content-Length: ");
-            out.extend_from_slice(self.body.len().to_string().as_bytes());
+            out.extend_from_slice(self.body_len().to_string().as_bytes());
             out.extend_from_slice(b"\r\n");
         }
         if close {
