@@ -52,7 +52,9 @@ BASE=$(git -C "$REPO" rev-parse --short "$BASE_REV")
 HEAD=$(git -C "$REPO" rev-parse --short HEAD)
 [ -z "$(git -C "$REPO" status --porcelain --untracked-files=no)" ] || HEAD="$HEAD+dirty"
 mkdir -p "$BENCH_DIR/results"
-OUT="$BENCH_DIR/results/$(date +%F)-$BASE-vs-$HEAD"
+# a run of some families is named for them, and no run overwrites another's files
+OUT="$BENCH_DIR/results/$(date +%F)-$BASE-vs-$HEAD${ONLY:+-$(echo $ONLY | tr ' ' '-')}"
+[ ! -e "$OUT.md" ] || OUT="$OUT-$(date +%H%M)"
 JSONL="$OUT.jsonl"
 : >"$JSONL"
 TMP=$(mktemp -d /tmp/queen-compare.XXXXXX)
@@ -214,7 +216,7 @@ lost = sum(get(r, "verify.lost") or 0 for by in rows.values() for runs in by.val
 print(f"\nMedians per build; request errors in all runs: {errors}; lost messages: {lost}.")
 PY
     echo
-    echo "Command: \`bench/compare.sh $BASE_REV\`; raw JSON lines: \`bench/results/$(basename "$JSONL")\`"
+    echo "Command: \`${ONLY:+ONLY=\"$ONLY\" }DB_POOL_SIZE=$POOL bench/compare.sh $BASE_REV --runs $RUNS\`; raw JSON lines: \`bench/results/$(basename "$JSONL")\`"
 } >"$OUT.md"
 cat "$OUT.md"
 bench_log "wrote $OUT.md"
