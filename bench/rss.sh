@@ -47,13 +47,14 @@ chmod 755 "$TMP"
 trap bench_cleanup EXIT
 pg_start
 
-# bigpush: a request of about $1 MiB holding 1,000 items.
+# A push request of about $1 MiB holding 1,000 items, to queue $2 (each big
+# scenario has its own: the database lives through the whole script).
 big_body() {
-    python3 - "$1" <<'EOF'
+    python3 - "$1" "$2" <<'EOF'
 import json, sys
-mib = int(sys.argv[1]); n = 1000
+mib = int(sys.argv[1]); queue = sys.argv[2]; n = 1000
 pad = "x" * (mib * 1048576 // n - 60)
-print(json.dumps({"items": [{"queue": "rss-big", "partition": "p", "payload": {"i": i, "pad": pad}} for i in range(n)]}))
+print(json.dumps({"items": [{"queue": queue, "partition": "p", "payload": {"i": i, "pad": pad}} for i in range(n)]}))
 EOF
 }
 
@@ -87,17 +88,17 @@ run_scenario() {
                 bench_log "long: after ${phase%% *}: VmRSS $(awk '/VmRSS/ {print $2}' "/proc/$BROKER_PID/status") kB"
             done ;;
         bigpush)
-            big_body 32 >"$TMP/big.json"
+            big_body 32 rss-bigpush >"$TMP/big.json"
             curl -sf -o /dev/null -X POST -H 'Content-Type: application/json' --data-binary @"$TMP/big.json" "$URL/api/v1/push" || bench_log "big push failed"
             sleep 1 ;;
         bigpop)
             # 10 pushes of 1,000 items of ~1 KiB, then one pop of all 10,000 (~11 MiB answer)
-            big_body 1 >"$TMP/big.json"
+            big_body 1 rss-bigpop >"$TMP/big.json"
             for _ in $(seq 1 10); do
                 curl -sf -o /dev/null -X POST -H 'Content-Type: application/json' --data-binary @"$TMP/big.json" "$URL/api/v1/push" || bench_log "push failed"
             done
             sleep 1
-            curl -sf -o "$TMP/pop.json" "$URL/api/v1/pop/queue/rss-big?batch=10000&autoAck=true" || bench_log "big pop failed"
+            curl -sf -o "$TMP/pop.json" "$URL/api/v1/pop/queue/rss-bigpop?batch=10000&autoAck=true" || bench_log "big pop failed"
             bench_log "big pop answered $(stat -c %s "$TMP/pop.json") bytes"
             sleep 1 ;;
         *) bench_log "unknown scenario $name"; touch "$pfx.stop"; wait "$sampler"; broker_stop; return 1 ;;
