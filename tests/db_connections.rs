@@ -108,3 +108,60 @@ fn a_connection_that_carried_a_big_pop_is_closed_and_replaced() {
         "all consumed"
     );
 }
+
+/// The KV pool's connections, by backend pid.
+fn kv_backends(db: &Db) -> HashSet<i32> {
+    db.query(
+        "SELECT pid FROM pg_stat_activity
+          WHERE datname = current_database() AND application_name = 'queen-kv'",
+        &[],
+    )
+    .iter()
+    .map(|r| r.get::<_, i32>(0))
+    .collect()
+}
+
+#[test]
+fn a_kv_connection_that_read_a_big_result_is_closed_and_replaced() {
+    let db = Db::fresh();
+    let b = Broker::builder(&db)
+        .env("QUEEN_KV_POOL_SIZE", "1")
+        .env("QUEEN_KV_MAX_READ_BYTES", "16777216")
+        .start();
+    let kv = |ops: Value| {
+        let r = b.post_json("/api/v1/kv", &json!({ "operations": ops }));
+        assert_eq!(r.status, 200, "{}", r.text());
+        r.json()["results"].clone()
+    };
+    // 96 values of 60 KiB under one prefix: a 5.6 MiB getPrefix, over the mark
+    let pad = "v".repeat(60 << 10);
+    for start in (0..96).step_by(16) {
+        let puts: Vec<Value> = (start..start + 16)
+            .map(|i| {
+                json!({"op": "put", "ns": "big", "key": format!("k/{i:03}"),
+                            "value": {"i": i, "pad": pad}, "forever": true})
+            })
+            .collect();
+        kv(Value::Array(puts));
+    }
+    let small = kv(json!([{"op": "get", "ns": "big", "key": "k/000"}]));
+    assert_eq!(small[0]["value"]["i"], 0);
+    let before = kv_backends(&db);
+    assert_eq!(before.len(), 1, "one KV connection: {before:?}");
+
+    let big = kv(json!([{"op": "getPrefix", "ns": "big", "prefix": "k/", "limit": 1000}]));
+    let rows = big[0]["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 96, "every value read");
+    assert!(rows.iter().all(|r| r["value"]["pad"] == pad.as_str()));
+    // the big read's connection closes (check_for panics if it stays)
+    check_for(std::time::Duration::from_secs(5), || {
+        kv_backends(&db).is_disjoint(&before).then_some(())
+    });
+
+    // the next call opens a new connection and applies
+    let again = kv(json!([{"op": "get", "ns": "big", "key": "k/095"}]));
+    assert_eq!(again[0]["value"]["i"], 95);
+    let now = kv_backends(&db);
+    assert_eq!(now.len(), 1);
+    assert!(now.is_disjoint(&before), "{before:?} -> {now:?}");
+}

@@ -39,6 +39,7 @@
 //! - A group of one runs alone, as a call did before grouping.
 
 use super::jobs::StoreError;
+use super::pooled::{Conn, SizedJson};
 use super::sql_error::{classify, classify_code};
 use postgres::types::{Json, Type};
 use serde::Serialize;
@@ -160,7 +161,7 @@ impl KvCall {
     }
 
     /// Runs the call alone: one statement, its own implicit transaction.
-    pub fn run_alone(&self, c: &mut postgres::Client) -> Result<Value, StoreError> {
+    pub fn run_alone(&self, c: &mut Conn) -> Result<Value, StoreError> {
         let rows = match self.kind {
             CallKind::Kv => c.query_typed(
                 "SELECT queen.kv_call($1, $2, $3, $4)",
@@ -177,9 +178,7 @@ impl KvCall {
             ),
         }
         .map_err(classify)?;
-        rows.first()
-            .map(|r| r.get::<_, Value>(0))
-            .ok_or_else(|| StoreError::Db("no result row".into()))
+        one_value(c, &rows)
     }
 }
 
@@ -187,7 +186,7 @@ impl KvCall {
 /// each answer to `answer(index, result)` once it is committed: reads first,
 /// then the writes (see the module doc).
 pub fn run(
-    c: &mut postgres::Client,
+    c: &mut Conn,
     calls: &[KvCall],
     mut answer: impl FnMut(usize, Result<CallAnswer, StoreError>),
 ) {
@@ -201,12 +200,12 @@ pub fn run(
 
 /// One group (or one call alone) and its retries.
 fn run_part(
-    c: &mut postgres::Client,
+    c: &mut Conn,
     calls: &[KvCall],
     part: &[usize],
     answer: &mut impl FnMut(usize, Result<CallAnswer, StoreError>),
 ) {
-    let alone = |c: &mut postgres::Client, i: usize| {
+    let alone = |c: &mut Conn, i: usize| {
         calls[i]
             .run_alone(c)
             .map(|value| CallAnswer { value, group: 1 })
@@ -241,6 +240,19 @@ fn run_part(
     }
 }
 
+/// The first row's jsonb; a result big enough retires `c` (a group of
+/// `getPrefix` calls may read several `QUEEN_KV_MAX_READ_BYTES` at once:
+/// `super::pooled`).
+fn one_value(c: &mut Conn, rows: &[postgres::Row]) -> Result<Value, StoreError> {
+    let SizedJson(v, bytes) = rows
+        .first()
+        .ok_or_else(|| StoreError::Db("no result row".into()))?
+        .try_get(0)
+        .map_err(classify)?;
+    c.retire_if_big(bytes);
+    Ok(v)
+}
+
 /// One call's outcome inside a committed group.
 enum Member {
     Done(Value),
@@ -250,14 +262,11 @@ enum Member {
 }
 
 /// `SELECT queen.kv_group($1)`: one statement, one commit.
-fn run_group(c: &mut postgres::Client, calls: &[&KvCall]) -> Result<Vec<Member>, StoreError> {
+fn run_group(c: &mut Conn, calls: &[&KvCall]) -> Result<Vec<Member>, StoreError> {
     let rows = c
         .query_typed("SELECT queen.kv_group($1)", &[(&Json(calls), Type::JSONB)])
         .map_err(classify)?;
-    let out = rows
-        .first()
-        .map(|r| r.get::<_, Value>(0))
-        .ok_or_else(|| StoreError::Db("no result row".into()))?;
+    let out = one_value(c, &rows)?;
     let Value::Array(items) = out else {
         return Err(StoreError::Db("kv_group: not an array".into()));
     };

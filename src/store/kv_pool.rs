@@ -43,6 +43,7 @@
 use super::jobs::{Reply, ReplyEnvelope, RequestId, StoreError};
 use super::kv_group::{self, KvCall, KV_GROUP_MAX_OPS};
 use super::pg_tls::Connector;
+use super::pooled::Manager;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
 use r2d2_postgres::PostgresConnectionManager;
 use shards::inbox::InboxSender;
@@ -53,7 +54,9 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-type Pool = r2d2::Pool<PostgresConnectionManager<Connector>>;
+// Connections that carried a big result are closed, as the request group's
+// are (`super::pooled`).
+type Pool = r2d2::Pool<Manager>;
 
 /// Jobs the KV queue holds per connection: enough for a burst from every
 /// shard, small enough that a job at its tail is run within the patience.
@@ -152,7 +155,7 @@ impl KvPool {
             .min_idle(Some(0))
             .connection_timeout(connect_timeout.max(Duration::from_millis(100)))
             .test_on_check_out(false)
-            .build_unchecked(PostgresConnectionManager::new(pg, tls));
+            .build_unchecked(Manager(PostgresConnectionManager::new(pg, tls)));
         let stop = Arc::new(AtomicBool::new(false));
         let replies = Arc::new(replies);
         let threads = (0..size)
@@ -288,9 +291,7 @@ impl Thread {
     }
 
     /// A connection, once the schema is applied.
-    fn connection(
-        &self,
-    ) -> Result<r2d2::PooledConnection<PostgresConnectionManager<Connector>>, StoreError> {
+    fn connection(&self) -> Result<r2d2::PooledConnection<Manager>, StoreError> {
         if !self.ready.load(Ordering::Acquire) {
             return Err(StoreError::Unavailable("database not connected yet".into()));
         }

@@ -1,5 +1,6 @@
-//! The DB threads' pooled connection: a PostgreSQL client that is closed
-//! instead of returned to the pool once it has carried one big result.
+//! The pooled connection of the DB threads and the KV threads: a PostgreSQL
+//! client that is closed instead of returned to the pool once it has carried
+//! one big result.
 //!
 //! Why: tokio-postgres reads every message into one buffer per connection
 //! and keeps that buffer's allocation for the connection's life, sized by the
