@@ -8,16 +8,26 @@ mod common;
 use common::*;
 use std::collections::HashSet;
 
-/// The backend pids of the broker's connections to `db`.
-fn backends(db: &Db) -> HashSet<i32> {
+/// The backend pids of the broker's connections to `db` named `app`.
+fn backends_of(db: &Db, app: &str) -> HashSet<i32> {
     db.query(
         "SELECT pid FROM pg_stat_activity
-          WHERE datname = current_database() AND application_name = 'queen'",
-        &[],
+          WHERE datname = current_database() AND application_name = $1",
+        &[&app],
     )
     .iter()
     .map(|r| r.get::<_, i32>(0))
     .collect()
+}
+
+/// The request group's connections.
+fn backends(db: &Db) -> HashSet<i32> {
+    backends_of(db, "queen")
+}
+
+/// The KV pool's connections.
+fn kv_backends(db: &Db) -> HashSet<i32> {
+    backends_of(db, "queen-kv")
 }
 
 /// Pushes `n` messages of ~8 KiB each to `queue`, 64 per request.
@@ -107,18 +117,6 @@ fn a_connection_that_carried_a_big_pop_is_closed_and_replaced() {
         b.pop("/api/v1/pop/queue/small?batch=1000").is_none(),
         "all consumed"
     );
-}
-
-/// The KV pool's connections, by backend pid.
-fn kv_backends(db: &Db) -> HashSet<i32> {
-    db.query(
-        "SELECT pid FROM pg_stat_activity
-          WHERE datname = current_database() AND application_name = 'queen-kv'",
-        &[],
-    )
-    .iter()
-    .map(|r| r.get::<_, i32>(0))
-    .collect()
 }
 
 #[test]

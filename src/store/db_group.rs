@@ -17,7 +17,7 @@
 
 use super::jobs::*;
 use super::pg_tls::Connector;
-use super::pooled::{Manager, SizedJson};
+use super::pooled::Manager;
 use super::schema;
 use super::sql_error::classify;
 use super::DbConfig;
@@ -391,15 +391,7 @@ fn run(pool: &Pool, job: Job) -> StoreReply {
         Job::Call { proc, arg } => StoreReply::Value(
             conn.query_typed(proc.sql(), &[(&arg, Type::JSONB)])
                 .map_err(classify)
-                .and_then(|rows| {
-                    let SizedJson(v, bytes) = rows
-                        .first()
-                        .ok_or_else(|| StoreError::Db("no result row".into()))?
-                        .try_get(0)
-                        .map_err(classify)?;
-                    conn.retire_if_big(bytes);
-                    Ok(v)
-                }),
+                .and_then(|rows| conn.first_json(&rows)),
         ),
         Job::AckBatch {
             tenant,

@@ -39,7 +39,7 @@
 //! - A group of one runs alone, as a call did before grouping.
 
 use super::jobs::StoreError;
-use super::pooled::{Conn, SizedJson};
+use super::pooled::Conn;
 use super::sql_error::{classify, classify_code};
 use postgres::types::{Json, Type};
 use serde::Serialize;
@@ -178,7 +178,7 @@ impl KvCall {
             ),
         }
         .map_err(classify)?;
-        one_value(c, &rows)
+        c.first_json(&rows)
     }
 }
 
@@ -240,19 +240,6 @@ fn run_part(
     }
 }
 
-/// The first row's jsonb; a result big enough retires `c` (a group of
-/// `getPrefix` calls may read several `QUEEN_KV_MAX_READ_BYTES` at once:
-/// `super::pooled`).
-fn one_value(c: &mut Conn, rows: &[postgres::Row]) -> Result<Value, StoreError> {
-    let SizedJson(v, bytes) = rows
-        .first()
-        .ok_or_else(|| StoreError::Db("no result row".into()))?
-        .try_get(0)
-        .map_err(classify)?;
-    c.retire_if_big(bytes);
-    Ok(v)
-}
-
 /// One call's outcome inside a committed group.
 enum Member {
     Done(Value),
@@ -266,7 +253,7 @@ fn run_group(c: &mut Conn, calls: &[&KvCall]) -> Result<Vec<Member>, StoreError>
     let rows = c
         .query_typed("SELECT queen.kv_group($1)", &[(&Json(calls), Type::JSONB)])
         .map_err(classify)?;
-    let out = one_value(c, &rows)?;
+    let out = c.first_json(&rows)?;
     let Value::Array(items) = out else {
         return Err(StoreError::Db("kv_group: not an array".into()));
     };

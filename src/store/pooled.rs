@@ -13,7 +13,9 @@
 //! to read and answer). Pushes never need this: `push_typed` sends at most
 //! about 1 MiB of payload per statement.
 
+use super::jobs::StoreError;
 use super::pg_tls::Connector;
+use super::sql_error::classify;
 use postgres::types::{FromSql, Type};
 use r2d2_postgres::PostgresConnectionManager;
 use serde_json::Value;
@@ -37,6 +39,18 @@ impl Conn {
         if result_bytes >= RETIRE_AT_BYTES {
             self.retire = true;
         }
+    }
+
+    /// The jsonb in `rows`' first row, first column; a result big enough
+    /// marks the connection for retiring.
+    pub fn first_json(&mut self, rows: &[postgres::Row]) -> Result<Value, StoreError> {
+        let SizedJson(v, bytes) = rows
+            .first()
+            .ok_or_else(|| StoreError::Db("no result row".into()))?
+            .try_get(0)
+            .map_err(classify)?;
+        self.retire_if_big(bytes);
+        Ok(v)
     }
 }
 
