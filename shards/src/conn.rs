@@ -266,7 +266,9 @@ async fn watch_peer<S: AsyncRead + Unpin>(stream: &mut S, buf: &mut Vec<u8>, cap
     }
 }
 
-/// Writes `out` (the head) and then `pieces` in order. Pieces of up to
+/// Writes `out` (the head) and then `pieces` in order, all within one
+/// `timeout` (a client that reads slowly holds a spliced answer, and the
+/// result row behind it, no longer than a plain one). Pieces of up to
 /// `INLINE_BODY` gather in `out` and go out together once it holds that much;
 /// a bigger piece goes out on its own, so neither a plain body nor a spliced
 /// one (thousands of small framing pieces between the payloads) is copied
@@ -277,39 +279,51 @@ async fn write_body<S: AsyncWrite + Unpin>(
     pieces: &[&[u8]],
     timeout: Duration,
 ) -> bool {
-    for piece in pieces {
-        if piece.len() > INLINE_BODY {
-            if !out.is_empty() {
-                if !write_all(stream, out, timeout).await {
+    let write = async {
+        for piece in pieces {
+            if piece.len() > INLINE_BODY {
+                if !out.is_empty() {
+                    if !send(stream, out).await {
+                        return false;
+                    }
+                    out.clear();
+                }
+                if !send(stream, piece).await {
+                    return false;
+                }
+                continue;
+            }
+            out.extend_from_slice(piece);
+            if out.len() >= INLINE_BODY {
+                if !send(stream, out).await {
                     return false;
                 }
                 out.clear();
             }
-            if !write_all(stream, piece, timeout).await {
-                return false;
-            }
-            continue;
         }
-        out.extend_from_slice(piece);
-        if out.len() >= INLINE_BODY {
-            if !write_all(stream, out, timeout).await {
-                return false;
-            }
-            out.clear();
-        }
-    }
-    out.is_empty() || write_all(stream, out, timeout).await
+        out.is_empty() || send(stream, out).await
+    };
+    within(timeout, write).await
 }
 
 /// Writes all of `bytes` within `timeout`; false on failure or timeout.
-/// Flushes too: a TLS stream may hold encrypted records back until then.
 async fn write_all<S: AsyncWrite + Unpin>(stream: &mut S, bytes: &[u8], timeout: Duration) -> bool {
-    let write = async { stream.write_all(bytes).await.is_ok() && stream.flush().await.is_ok() };
+    within(timeout, send(stream, bytes)).await
+}
+
+/// Writes all of `bytes`; false on failure. Flushes too: a TLS stream may
+/// hold encrypted records back until then.
+async fn send<S: AsyncWrite + Unpin>(stream: &mut S, bytes: &[u8]) -> bool {
+    stream.write_all(bytes).await.is_ok() && stream.flush().await.is_ok()
+}
+
+/// `work`'s answer, or false once `timeout` has passed.
+async fn within(timeout: Duration, work: impl std::future::Future<Output = bool>) -> bool {
     let timer = async {
         Timer::new(timeout).await;
         false
     };
-    future::or(write, timer).await
+    future::or(work, timer).await
 }
 
 /// Half-closes, then reads and discards briefly so unread request bytes do
