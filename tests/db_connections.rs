@@ -163,3 +163,25 @@ fn a_kv_connection_that_read_a_big_result_is_closed_and_replaced() {
     assert_eq!(now.len(), 1);
     assert!(now.is_disjoint(&before), "{before:?} -> {now:?}");
 }
+
+#[test]
+fn a_connection_that_sent_a_big_push_item_is_closed_and_the_item_kept_whole() {
+    let db = Db::fresh();
+    let b = Broker::builder(&db).env("DB_POOL_SIZE", "2").start();
+    push_big(&b, "warm", 8);
+    let before = backends(&db);
+    assert!(!before.is_empty(), "the broker holds connections");
+    // one 5 MiB item: its statement is over the mark whatever the piece size
+    let pad = "z".repeat(5 << 20);
+    b.push(json!([{"queue": "huge", "partition": "p", "payload": {"pad": pad}}]));
+    check_for(std::time::Duration::from_secs(5), || {
+        let now = backends(&db);
+        (!before.is_subset(&now)).then_some(())
+    });
+    let m = b
+        .pop("/api/v1/pop/queue/huge?batch=10&autoAck=true")
+        .expect("the big message");
+    assert_eq!(messages(&m).len(), 1);
+    assert_eq!(messages(&m)[0]["data"]["pad"], pad.as_str());
+    assert!(b.pop("/api/v1/pop/queue/huge?batch=10").is_none(), "once");
+}

@@ -118,17 +118,13 @@ pub const SPLICE_AT: usize = 1 << 20;
 pub fn answer(p: &Popped, top: &Map<String, Value>, lease: &str, group: &str) -> Response {
     let payloads = payload_bytes(p);
     let framing = p.messages.len() * 360 + 256;
-    if payloads < SPLICE_AT {
-        let mut out = Out::Flat(Vec::with_capacity(payloads + framing));
-        write(&mut out, p, top, lease, group);
-        return Response::json(200, out.into_flat());
-    }
-    let mut out = Out::Spliced(Spliced::new(p.texts.shared(), framing));
+    let mut out = if payloads < SPLICE_AT {
+        Out::Flat(Vec::with_capacity(payloads + framing))
+    } else {
+        Out::Spliced(Spliced::new(p.texts.shared(), framing))
+    };
     write(&mut out, p, top, lease, group);
-    match out {
-        Out::Spliced(s) => Response::json_spliced(200, s),
-        Out::Flat(v) => Response::json(200, v),
-    }
+    out.into_response()
 }
 
 /// The answer body as one buffer, payloads compacted (tests; `answer`
@@ -137,7 +133,7 @@ pub fn answer(p: &Popped, top: &Map<String, Value>, lease: &str, group: &str) ->
 pub fn body(p: &Popped, top: &Map<String, Value>, lease: &str, group: &str) -> Vec<u8> {
     let mut out = Out::Flat(Vec::new());
     write(&mut out, p, top, lease, group);
-    out.into_flat()
+    out.into_response().body
 }
 
 /// The payload bytes of `p`'s messages (a null counts as its 4 letters).
@@ -174,10 +170,11 @@ impl Out {
         }
     }
 
-    fn into_flat(self) -> Vec<u8> {
+    /// The 200 answer carrying what was written.
+    fn into_response(self) -> Response {
         match self {
-            Out::Flat(v) => v,
-            Out::Spliced(s) => s.to_vec(),
+            Out::Flat(v) => Response::json(200, v),
+            Out::Spliced(s) => Response::json_spliced(200, s),
         }
     }
 }

@@ -12,6 +12,7 @@ use super::jobs::{
 };
 use super::kv_group::{CallAnswer, KvCall};
 use super::kv_pool::{JobState, KvJob, KvWork, KV_QUEUE_PATIENCE};
+use super::pooled::Conn;
 use super::pop_compact::Popped;
 use crossbeam_channel::{Sender, TrySendError};
 use futures_channel::oneshot;
@@ -151,7 +152,7 @@ impl DbClient {
     pub async fn kv_run<R, F>(&self, work: F) -> Result<R, StoreError>
     where
         R: Send + 'static,
-        F: FnOnce(&mut postgres::Client) -> Result<R, StoreError> + Send + 'static,
+        F: FnOnce(&mut Conn) -> Result<R, StoreError> + Send + 'static,
     {
         self.kv_submit(KvWork::Closure(Box::new(move |c| Box::new(work(c)))))
             .await
@@ -218,9 +219,7 @@ impl DbClient {
             let rows = c
                 .query_typed(proc.sql(), &[(&arg, postgres::types::Type::JSONB)])
                 .map_err(super::sql_error::classify)?;
-            rows.first()
-                .map(|r| r.get::<_, Value>(0))
-                .ok_or_else(|| StoreError::Db("no result row".into()))
+            c.first_json(&rows)
         })
         .await
     }

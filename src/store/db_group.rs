@@ -403,6 +403,9 @@ fn run(pool: &Pool, job: Job) -> StoreReply {
             items,
             counts,
         } => {
+            // A statement carries one item bigger than a piece whole, and the
+            // client's write buffers keep its size (`push_typed::PIECE_BYTES`).
+            conn.retire_if_big(items.iter().map(|i| i.payload.len()).max().unwrap_or(0));
             let results = push_batch(&mut conn, &tenant, &items, &counts);
             match results.first() {
                 Some(Err(e @ StoreError::Unavailable(_)))

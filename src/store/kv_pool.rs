@@ -43,7 +43,7 @@
 use super::jobs::{Reply, ReplyEnvelope, RequestId, StoreError};
 use super::kv_group::{self, KvCall, KV_GROUP_MAX_OPS};
 use super::pg_tls::Connector;
-use super::pooled::Manager;
+use super::pooled::{Conn, Manager};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
 use r2d2_postgres::PostgresConnectionManager;
 use shards::inbox::InboxSender;
@@ -71,7 +71,7 @@ pub const KV_QUEUE_PATIENCE: Duration = Duration::from_secs(1);
 const STOP_POLL: Duration = Duration::from_millis(100);
 
 /// A closure on a connection; its boxed answer goes back to the asking shard.
-pub type KvClosure = Box<dyn FnOnce(&mut postgres::Client) -> Box<dyn Any + Send> + Send>;
+pub type KvClosure = Box<dyn FnOnce(&mut Conn) -> Box<dyn Any + Send> + Send>;
 
 /// The work a KV thread runs.
 pub enum KvWork {

@@ -10,8 +10,9 @@
 //! while it is served). Nothing in the client's API shrinks the buffer, so
 //! the connection goes: the next job opens a new one (a few milliseconds and
 //! a backend fork, against the tens of milliseconds a result this big takes
-//! to read and answer). Pushes never need this: `push_typed` sends at most
-//! about 1 MiB of payload per statement.
+//! to read and answer). The write side keeps its size the same way: pushes
+//! go in statements of about 1 MiB (`push_typed`), but one item bigger than
+//! that goes whole, and such a push retires its connection too.
 
 use super::jobs::StoreError;
 use super::pg_tls::Connector;
@@ -34,9 +35,9 @@ pub struct Conn {
 
 impl Conn {
     /// Marks the connection for closing when it goes back to the pool if
-    /// `result_bytes` reached [`RETIRE_AT_BYTES`].
-    pub fn retire_if_big(&mut self, result_bytes: usize) {
-        if result_bytes >= RETIRE_AT_BYTES {
+    /// `bytes` (a result read, or a parameter sent) reached [`RETIRE_AT_BYTES`].
+    pub fn retire_if_big(&mut self, bytes: usize) {
+        if bytes >= RETIRE_AT_BYTES {
             self.retire = true;
         }
     }

@@ -7,7 +7,9 @@
 //! huge request may cost its size once). Here the row is kept, shared, until
 //! the answer is written, and each message names its payload by a span of
 //! the column's bytes. The blanks jsonb's output puts after `:` and `,` are
-//! dropped while the answer is written ([`compact_into`]).
+//! dropped while the answer is written ([`compact_into`]), except in an
+//! answer big enough to point into the row instead of copying it
+//! (`api::pop_answer::SPLICE_AT`), where they stay.
 
 use postgres::types::{FromSql, Type};
 use std::sync::Arc;
