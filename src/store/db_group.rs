@@ -388,11 +388,14 @@ fn run(pool: &Pool, job: Job) -> StoreReply {
             }
             StoreReply::Popped(popped.map(Box::new))
         }
-        Job::Call { proc, arg } => StoreReply::Value(
-            conn.query_typed(proc.sql(), &[(&arg, Type::JSONB)])
-                .map_err(classify)
-                .and_then(|rows| conn.first_json(&rows)),
-        ),
+        Job::Call { proc, arg } => {
+            conn.retire_if_big(super::pooled::json_len(&arg));
+            StoreReply::Value(
+                conn.query_typed(proc.sql(), &[(&arg, Type::JSONB)])
+                    .map_err(classify)
+                    .and_then(|rows| conn.first_json(&rows)),
+            )
+        }
         Job::AckBatch {
             tenant,
             items,
