@@ -164,50 +164,49 @@ fn a_kv_connection_that_read_a_big_result_is_closed_and_replaced() {
     assert!(now.is_disjoint(&before), "{before:?} -> {now:?}");
 }
 
-#[test]
-fn a_connection_that_sent_a_big_push_item_is_closed_and_the_item_kept_whole() {
+/// Starts a broker, lets `send` write one 5 MiB payload `{"pad": ...}` to
+/// `queue` (over the mark whatever the push's piece size), and checks that a
+/// request-group connection closes and the message pops whole, once.
+fn a_big_write_retires_its_connection(queue: &str, send: impl FnOnce(&Broker, Value)) {
     let db = Db::fresh();
     let b = Broker::builder(&db).env("DB_POOL_SIZE", "2").start();
     push_big(&b, "warm", 8);
     let before = backends(&db);
     assert!(!before.is_empty(), "the broker holds connections");
-    // one 5 MiB item: its statement is over the mark whatever the piece size
     let pad = "z".repeat(5 << 20);
-    b.push(json!([{"queue": "huge", "partition": "p", "payload": {"pad": pad}}]));
+    send(&b, json!({"pad": pad}));
     check_for(std::time::Duration::from_secs(5), || {
         let now = backends(&db);
         (!before.is_subset(&now)).then_some(())
     });
     let m = b
-        .pop("/api/v1/pop/queue/huge?batch=10&autoAck=true")
+        .pop(&format!("/api/v1/pop/queue/{queue}?batch=10&autoAck=true"))
         .expect("the big message");
     assert_eq!(messages(&m).len(), 1);
     assert_eq!(messages(&m)[0]["data"]["pad"], pad.as_str());
-    assert!(b.pop("/api/v1/pop/queue/huge?batch=10").is_none(), "once");
+    assert!(
+        b.pop(&format!("/api/v1/pop/queue/{queue}?batch=10"))
+            .is_none(),
+        "once"
+    );
+}
+
+#[test]
+fn a_connection_that_sent_a_big_push_item_is_closed_and_the_item_kept_whole() {
+    a_big_write_retires_its_connection("huge", |b, payload| {
+        b.push(json!([{"queue": "huge", "partition": "p", "payload": payload}]));
+    });
 }
 
 #[test]
 fn a_connection_that_sent_a_big_transaction_is_closed_and_the_push_applied() {
-    let db = Db::fresh();
-    let b = Broker::builder(&db).env("DB_POOL_SIZE", "2").start();
-    push_big(&b, "warm", 8);
-    let before = backends(&db);
-    assert!(!before.is_empty(), "the broker holds connections");
-    // a transaction's push of one 5 MiB item: the call's argument is over the mark
-    let pad = "t".repeat(5 << 20);
-    let r = b.post_json(
-        "/api/v1/transaction",
-        &json!({"operations": [{"type": "push",
-            "items": [{"queue": "txbig", "partition": "p", "payload": {"pad": pad}}]}]}),
-    );
-    assert_eq!(r.status, 200, "{}", r.text());
-    check_for(std::time::Duration::from_secs(5), || {
-        let now = backends(&db);
-        (!before.is_subset(&now)).then_some(())
+    // the transaction call's jsonb argument is over the mark
+    a_big_write_retires_its_connection("txbig", |b, payload| {
+        let r = b.post_json(
+            "/api/v1/transaction",
+            &json!({"operations": [{"type": "push",
+                "items": [{"queue": "txbig", "partition": "p", "payload": payload}]}]}),
+        );
+        assert_eq!(r.status, 200, "{}", r.text());
     });
-    let m = b
-        .pop("/api/v1/pop/queue/txbig?batch=10&autoAck=true")
-        .expect("the pushed message");
-    assert_eq!(messages(&m).len(), 1);
-    assert_eq!(messages(&m)[0]["data"]["pad"], pad.as_str());
 }
