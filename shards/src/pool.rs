@@ -250,6 +250,32 @@ mod tests {
         assert_eq!(sum.load(Ordering::SeqCst), 3000 + 60);
     }
 
+    /// glommio 0.9.0 parked an executor whose preemption timer had fired
+    /// before it ran anything, with its task still runnable, and nothing woke
+    /// it (`vendor/glommio/PATCHED.md`). A preemption timer of a few
+    /// microseconds makes that happen on the first or second `run` here;
+    /// on a shard, a descheduled thread and the 1 ms latency queue did the same.
+    #[test]
+    fn an_executor_preempted_before_it_ran_anything_does_not_park() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let ex = LocalExecutorBuilder::default()
+                .preempt_timer(std::time::Duration::from_micros(20))
+                .make()
+                .expect("executor");
+            for i in 0..1000 {
+                ex.run(async {});
+                let _ = tx.send(i);
+            }
+        });
+        let mut done = 0;
+        while done < 999 {
+            done = rx
+                .recv_timeout(std::time::Duration::from_secs(10))
+                .unwrap_or_else(|_| panic!("executor parked with work left after {done} runs"));
+        }
+    }
+
     #[test]
     fn spawn_rejects_wrong_state_count() {
         let err = PoolBuilder::new(2)
