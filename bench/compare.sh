@@ -15,12 +15,13 @@
 # /tmp/target-bench-base, kept between runs so a rebuild is incremental).
 # Scenarios: push b100 and b10 (50 conns, 1,000 partitions), push b100 over
 # 100 partitions (the yardstick's shape), drain pop b100 +
-# ack/batch, and latency at 1,000 msg/s in the yardstick's shape; the
+# ack/batch, latency at 1,000 msg/s in the yardstick's shape and at 10,000 msg/s; the
 # PostgreSQL INSERT b100 ceiling (pg-ceiling) before and after, for ratios.
 # HEAD_BIN / BASE_BIN: prebuilt brokers to use instead of building (the
 # labels then still say which revisions you meant). Environment as run.sh:
 # NUM_WORKERS (2), DB_POOL_SIZE (8), BENCH_TARGET_DIR. ONLY="drain latency"
-# (any of push, drain, latency) runs those scenario families alone.
+# (any of push, drain, latency, latency10k: 10,000 msg/s from 16 producers)
+# runs those scenario families alone.
 # Must run as root (PostgreSQL runs as user postgres).
 set -euo pipefail
 
@@ -113,11 +114,16 @@ round() {
     wanted latency && { scenario_start "$name" || return 1
     "${Q[@]}" latency --rate 1000 --batch 10 --producers 4 --consumers 4 --partitions 10 \
         --duration "$DUR" --warmup "$WARM" >>"$JSONL" || bench_log "$name latency exited $?"; }
+    # issue 18's second latency row (run.sh's shape: 16 producers can offer it)
+    wanted latency10k && { scenario_start "$name" || return 1
+    "${Q[@]}" latency --rate 10000 --batch 10 --producers 16 --consumers 4 --partitions 10 \
+        --duration "$DUR" --warmup "$WARM" >>"$JSONL" || bench_log "$name latency 10k exited $?"; }
     broker_stop
     bench_log "round $r: $name done"
 }
 
-# Whether scenario family $1 (push, drain, latency) is in ONLY (default: all).
+# Whether scenario family $1 (push, drain, latency, latency10k) is in ONLY
+# (default: all).
 wanted() { [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" $1 "* ]]; }
 
 # Fresh database, checkpoint, build $1's broker; sets Q (the bench command).
