@@ -43,14 +43,18 @@
 //! - `env`: the environment reader (`Env`, `ConfigError`, hex decoding),
 //!   below every settings parser; imports nothing of the crate. — main
 //! - `crypto`, `tls`, `ids`, `logging`, `heap`: payload encryption, the
-//!   HTTPS listener's certificate, UUIDs, the log sink, the heap trim. — any
+//!   HTTPS listener's certificate, UUIDs, the log sink, the heap's arena cap
+//!   and trim. — any
 //!
 //! The allocator is the system's (glibc malloc, no `#[global_allocator]`).
 //! mimalloc was chosen when every push item was a JSON tree and glibc with
 //! two arenas spent ~45% of the CPU in malloc; once items became typed
 //! (`store::PushItem`), glibc with its default arenas peaked 2-11 MiB lower
 //! than mimalloc in every `bench/rss.sh` scenario at the same or better
-//! throughput and broker CPU (bench/RESULTS.md, session 17).
+//! throughput and broker CPU (bench/RESULTS.md, session 17). Since session
+//! 21 the heap has two arenas (`heap::ARENAS`): with typed items that costs
+//! a few % of broker CPU per message and saves 1.4-3 MiB of peak RSS
+//! (`bench/history/results/2026-12-06-rss-arena-cap.md`).
 //!
 //! # Threads and ownership
 //! - main: parses the config, creates every channel, starts the DB group,
@@ -167,6 +171,7 @@ use std::sync::Arc;
 const REPLY_INBOX_DEPTH: usize = 2048;
 
 fn main() {
+    heap::limit_arenas();
     let cfg = match Config::from_env() {
         Ok(c) => c,
         Err(e) => {
