@@ -7,9 +7,11 @@
 //! so with the default up to 16 arenas each held part of the same load.
 //! `bench/history/2026-12-06-rss-ab.sh`, 3 rounds, median peak RSS:
 //! push b100 24.7 → 23.3 MiB, drain + ack 23.5 → 20.5, autoAck 20.2 →
-//! 18.8, at PostgreSQL-bound throughput and a few % more broker CPU per
-//! message (push b100: 2.3–2.5 → 2.4–2.7 µs). Items are typed, so malloc is
-//! no longer where the shards' time goes (see `main`'s note on mimalloc).
+//! 18.8. The price is the DB threads' contention on two arenas: pushes keep
+//! their (PostgreSQL-bound) rate, but a pop + ack drain ran 0.90× at 1.13×
+//! broker CPU in one 3-round compare on 2 cores. Four arenas cost the drain
+//! 0.98× but left push b100 at 24.2 MiB, above the 25 MB target
+//! (`bench/history/results/2026-12-06-rss-arena-cap.md`).
 //!
 //! Why the trim: glibc malloc hands memory back on its own only from the top of an
 //! arena; pages freed in the middle stay resident. A broker that drained a

@@ -52,9 +52,8 @@
 //! (`store::PushItem`), glibc with its default arenas peaked 2-11 MiB lower
 //! than mimalloc in every `bench/rss.sh` scenario at the same or better
 //! throughput and broker CPU (bench/RESULTS.md, session 17). Since session
-//! 21 the heap has two arenas (`heap::ARENAS`): with typed items that costs
-//! a few % of broker CPU per message and saves 1.4-3 MiB of peak RSS
-//! (`bench/history/results/2026-12-06-rss-arena-cap.md`).
+//! 21 the heap has two arenas (`heap::ARENAS`): 1.4-3 MiB less peak RSS,
+//! for up to 10% of drain throughput on 2 cores (`heap`'s note).
 //!
 //! # Threads and ownership
 //! - main: parses the config, creates every channel, starts the DB group,
