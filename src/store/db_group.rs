@@ -389,7 +389,11 @@ fn run(pool: &Pool, job: Job) -> StoreReply {
             StoreReply::Popped(popped.map(Box::new))
         }
         Job::Call { proc, arg } => {
-            conn.retire_if_big(super::pooled::json_len(&arg));
+            // Serialised once: its length decides retirement (the client's
+            // write buffers keep the size of the largest statement sent),
+            // and its text is the parameter.
+            let arg = super::payload::Payload::of_value(&arg);
+            conn.retire_if_big(arg.len());
             StoreReply::Value(
                 conn.query_typed(proc.sql(), &[(&arg, Type::JSONB)])
                     .map_err(classify)

@@ -37,6 +37,12 @@ impl Payload {
         Payload(Bytes::from(text.into_boxed_bytes()))
     }
 
+    /// `v` serialised (compact). Serialising a `Value` cannot fail: its
+    /// keys are strings and it holds no non-finite numbers.
+    pub fn of_value(v: &serde_json::Value) -> Payload {
+        Payload(Bytes::from(serde_json::to_vec(v).unwrap_or_default()))
+    }
+
     /// JSON `null`.
     pub fn null() -> Payload {
         Payload(Bytes::from_static(b"null"))
@@ -106,6 +112,12 @@ impl ToSql for Payload {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn of_value_is_the_compact_text() {
+        let v = serde_json::json!({"a": [1, "é"], "b": null});
+        assert_eq!(Payload::of_value(&v).as_bytes(), v.to_string().as_bytes());
+    }
 
     #[test]
     fn a_slice_of_the_body_shares_its_bytes() {

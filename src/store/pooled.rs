@@ -99,25 +99,6 @@ impl r2d2::ManageConnection for Manager {
     }
 }
 
-/// The length of `v`'s compact JSON text: about what a jsonb parameter
-/// takes in the client's write buffers (counted, not written).
-pub fn json_len(v: &Value) -> usize {
-    struct Count(usize);
-    impl std::io::Write for Count {
-        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-            self.0 += b.len();
-            Ok(b.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut n = Count(0);
-    // Writing a Value into a counter cannot fail.
-    let _ = serde_json::to_writer(&mut n, v);
-    n.0
-}
-
 /// A jsonb result decoded as `Value`, with its size on the wire.
 pub struct SizedJson(pub Value, pub usize);
 
@@ -137,12 +118,6 @@ impl<'a> FromSql<'a> for SizedJson {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn json_len_is_the_compact_text_length() {
-        let v = serde_json::json!({"a": [1, "é"], "b": null});
-        assert_eq!(json_len(&v), v.to_string().len());
-    }
 
     #[test]
     fn sized_json_reads_jsonb_and_counts_its_bytes() {
