@@ -2,7 +2,8 @@
 //! closed after it (its client's read buffer would otherwise keep that size
 //! for good: `src/store/pooled.rs`), and the next job opens a new one. Every
 //! message is still delivered once, its payload as pushed (an answer of over
-//! 1 MiB of payloads points into the row: `src/api/pop_answer.rs`).
+//! 1 MiB of payloads points into the row: `src/api/pop_answer.rs`). A
+//! prepared statement whose function changed shape is prepared again.
 mod common;
 
 use common::*;
@@ -209,4 +210,37 @@ fn a_connection_that_sent_a_big_transaction_is_closed_and_the_push_applied() {
         );
         assert_eq!(r.status, 200, "{}", r.text());
     });
+}
+
+/// A connection prepares each of the broker's statements once
+/// (`src/store/pooled.rs`). When PostgreSQL can no longer run one as
+/// prepared (a peer broker replaced the function it calls with one of
+/// another result type), the statement is prepared again and the call is
+/// answered: the connection does not keep failing it.
+#[test]
+fn a_prepared_statement_whose_function_changed_shape_is_prepared_again() {
+    let db = Db::fresh();
+    let b = Broker::builder(&db).env("DB_POOL_SIZE", "1").start();
+    b.configure("before", json!({"leaseTime": 31}));
+    db.exec(
+        "ALTER FUNCTION queen.configure(jsonb) RENAME TO configure_as_jsonb;
+         CREATE FUNCTION queen.configure(p jsonb) RETURNS json LANGUAGE sql
+             AS $$ SELECT queen.configure_as_jsonb(p)::json $$;",
+    );
+    for q in ["after-1", "after-2"] {
+        b.configure(q, json!({"leaseTime": 32}));
+    }
+    let leases = db.query(
+        "SELECT name, lease_time FROM queen.queues ORDER BY name",
+        &[],
+    );
+    let got: Vec<(String, i32)> = leases.iter().map(|r| (r.get(0), r.get(1))).collect();
+    assert_eq!(
+        got,
+        [
+            ("after-1".to_string(), 32),
+            ("after-2".to_string(), 32),
+            ("before".to_string(), 31)
+        ]
+    );
 }

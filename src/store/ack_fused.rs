@@ -4,6 +4,7 @@
 //! request runs again alone on the items this thread already holds, so only
 //! the request PostgreSQL refuses fails and the shard keeps no copy.
 
+use super::pooled::Conn;
 use super::sql_error::classify;
 use super::StoreError;
 use postgres::types::Type;
@@ -12,7 +13,7 @@ use uuid::Uuid;
 
 /// Runs the batch; one result per request (`counts`), in order.
 pub fn run(
-    c: &mut postgres::Client,
+    c: &mut Conn,
     tenant: &str,
     items: &[Value],
     counts: &[usize],
@@ -81,10 +82,10 @@ fn cols(items: &[Value]) -> Cols<'_> {
 }
 
 /// One `queen.ack_typed` round trip; checks one result per item came back.
-fn call(c: &mut postgres::Client, tenant: &str, items: &[Value]) -> Result<Vec<Value>, StoreError> {
+fn call(c: &mut Conn, tenant: &str, items: &[Value]) -> Result<Vec<Value>, StoreError> {
     let a = cols(items);
     let rows = c
-        .query_typed(
+        .query_prepared(
             SQL,
             &[
                 (&tenant, Type::TEXT),

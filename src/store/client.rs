@@ -217,7 +217,7 @@ impl DbClient {
     pub async fn kv_call(&self, proc: Proc, arg: Value) -> Result<Value, StoreError> {
         self.kv_run(move |c| {
             let rows = c
-                .query_typed(proc.sql(), &[(&arg, postgres::types::Type::JSONB)])
+                .query_prepared(proc.sql(), &[(&arg, postgres::types::Type::JSONB)])
                 .map_err(super::sql_error::classify)?;
             c.first_json(&rows)
         })

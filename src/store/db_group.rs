@@ -12,12 +12,13 @@
 //!   thread takes the next job is the [`Relay`]'s: the one idle the shortest
 //!   time. Its mutex is the DB threads' own (no shard touches it).
 //!
-//! Every statement uses `query_typed` so that a job costs one round trip
-//! (no separate prepare).
+//! Every statement is prepared once per connection (`pooled::Conn`), so a
+//! job costs one round trip and PostgreSQL neither parses nor plans the
+//! call's own statement again.
 
 use super::jobs::*;
 use super::pg_tls::Connector;
-use super::pooled::Manager;
+use super::pooled::{Conn, Manager};
 use super::schema;
 use super::sql_error::classify;
 use super::DbConfig;
@@ -395,7 +396,7 @@ fn run(pool: &Pool, job: Job) -> StoreReply {
             let arg = super::payload::Payload::of_value(&arg);
             conn.retire_if_big(arg.len());
             StoreReply::Value(
-                conn.query_typed(proc.sql(), &[(&arg, Type::JSONB)])
+                conn.query_prepared(proc.sql(), &[(&arg, Type::JSONB)])
                     .map_err(classify)
                     .and_then(|rows| conn.first_json(&rows)),
             )
@@ -432,7 +433,7 @@ fn run(pool: &Pool, job: Job) -> StoreReply {
 /// Runs a fused push batch; on a non-connection failure retries request by
 /// request so that the bad one fails alone and its neighbours succeed.
 fn push_batch(
-    c: &mut postgres::Client,
+    c: &mut Conn,
     tenant: &str,
     items: &[PushItem],
     counts: &[usize],
@@ -460,11 +461,7 @@ fn split<T>(results: Vec<T>, counts: &[usize]) -> Vec<Result<Vec<T>, StoreError>
         .collect()
 }
 
-fn push_call(
-    c: &mut postgres::Client,
-    tenant: &str,
-    items: &[PushItem],
-) -> Result<Vec<Pushed>, StoreError> {
+fn push_call(c: &mut Conn, tenant: &str, items: &[PushItem]) -> Result<Vec<Pushed>, StoreError> {
     // Typed arrays in, compact answer expanded per item (src/store/push_typed.rs).
     super::push_typed::call(c, tenant, items)
 }

@@ -163,7 +163,7 @@ impl KvCall {
     /// Runs the call alone: one statement, its own implicit transaction.
     pub fn run_alone(&self, c: &mut Conn) -> Result<Value, StoreError> {
         let rows = match self.kind {
-            CallKind::Kv => c.query_typed(
+            CallKind::Kv => c.query_prepared(
                 "SELECT queen.kv_call($1, $2, $3, $4)",
                 &[
                     (&self.tenant, Type::TEXT),
@@ -172,7 +172,7 @@ impl KvCall {
                     (&self.has_required, Type::BOOL),
                 ],
             ),
-            CallKind::Lock => c.query_typed(
+            CallKind::Lock => c.query_prepared(
                 "SELECT queen.lock_apply($1, $2)",
                 &[(&self.tenant, Type::TEXT), (&self.ops, Type::JSONB)],
             ),
@@ -251,7 +251,7 @@ enum Member {
 /// `SELECT queen.kv_group($1)`: one statement, one commit.
 fn run_group(c: &mut Conn, calls: &[&KvCall]) -> Result<Vec<Member>, StoreError> {
     let rows = c
-        .query_typed("SELECT queen.kv_group($1)", &[(&Json(calls), Type::JSONB)])
+        .query_prepared("SELECT queen.kv_group($1)", &[(&Json(calls), Type::JSONB)])
         .map_err(classify)?;
     let out = c.first_json(&rows)?;
     let Value::Array(items) = out else {

@@ -17,6 +17,7 @@
 //! claim order; within a partition they are sorted here by (createdAt, id),
 //! the append order (semantics.md §3), rather than trusting aggregate order.
 
+use super::pooled::Conn;
 pub use super::pop_texts::JsonText;
 use super::pop_texts::{jsonb_array_spans, RawColumn, Texts};
 use super::sql_error::classify;
@@ -97,9 +98,9 @@ impl Popped {
 }
 
 /// Runs one pop attempt (`arg` as `queen.pop` takes it).
-pub fn call(c: &mut postgres::Client, arg: &Value) -> Result<Popped, StoreError> {
+pub fn call(c: &mut Conn, arg: &Value) -> Result<Popped, StoreError> {
     let rows = c
-        .query_typed(SQL, &[(arg, Type::JSONB)])
+        .query_prepared(SQL, &[(arg, Type::JSONB)])
         .map_err(classify)?;
     let r = rows
         .into_iter()

@@ -12,6 +12,7 @@
 //! and, for the items not inserted, the id of the message already there.
 
 use super::payload::Payload;
+use super::pooled::{Conn, Params};
 use super::sql_error::classify;
 use super::{PushItem, PushStatus, Pushed, StoreError};
 use postgres::types::{ToSql, Type};
@@ -21,6 +22,20 @@ use uuid::Uuid;
 /// The statement a push batch runs (`queen.push_typed`, sql/functions/push.sql).
 const SQL: &str = "SELECT pids, dup_ord, dup_id \
                    FROM queen.push_typed($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)";
+
+/// [`SQL`]'s parameter types, in order: tenant, then the columns.
+const TYPES: [Type; 10] = [
+    Type::UUID,
+    Type::TEXT_ARRAY,
+    Type::TEXT_ARRAY,
+    Type::INT4_ARRAY,
+    Type::UUID_ARRAY,
+    Type::TEXT_ARRAY,
+    Type::UUID_ARRAY,
+    Type::JSONB_ARRAY,
+    Type::BOOL_ARRAY,
+    Type::TEXT_ARRAY,
+];
 
 /// The batch's columns, borrowed from its items.
 #[derive(Debug, Default)]
@@ -97,19 +112,21 @@ pub const PIECE_BYTES: usize = 1 << 20;
 /// larger one is `BEGIN`, one statement per piece, `COMMIT` (a later piece
 /// sees the earlier pieces' rows, so duplicates across them are found as
 /// within one statement).
-pub fn call(
-    c: &mut postgres::Client,
-    tenant: &str,
-    items: &[PushItem],
-) -> Result<Vec<Pushed>, StoreError> {
+pub fn call(c: &mut Conn, tenant: &str, items: &[PushItem]) -> Result<Vec<Pushed>, StoreError> {
     let pieces = pieces(items, PIECE_BYTES);
     if pieces.len() <= 1 {
-        return statement(c, tenant, items);
+        return statement(|p| c.query_prepared(SQL, p), tenant, items);
     }
+    let types: Vec<Type> = TYPES.to_vec();
+    let stmt = c.prepared(SQL, &types).map_err(classify)?;
     let mut tx = c.transaction().map_err(classify)?;
     let mut out = Vec::with_capacity(items.len());
     for piece in pieces {
-        out.extend(statement(&mut tx, tenant, piece)?);
+        let run = |p: &Params<'_>| {
+            let values: Vec<&(dyn ToSql + Sync)> = p.iter().map(|(v, _)| *v).collect();
+            tx.query(&stmt, &values)
+        };
+        out.extend(statement(run, tenant, piece)?);
     }
     tx.commit().map_err(classify)?;
     Ok(out)
@@ -137,7 +154,7 @@ fn pieces(items: &[PushItem], max: usize) -> Vec<&[PushItem]> {
 /// One `queen.push_typed` statement for `items` (its own transaction unless
 /// `c` is in one).
 fn statement(
-    c: &mut impl postgres::GenericClient,
+    run: impl FnOnce(&Params<'_>) -> Result<Vec<postgres::Row>, postgres::Error>,
     tenant: &str,
     items: &[PushItem],
 ) -> Result<Vec<Pushed>, StoreError> {
@@ -146,19 +163,20 @@ fn statement(
     }
     let cols = columns(items);
     let tenant = Uuid::parse_str(tenant).ok();
-    let params: [(&(dyn ToSql + Sync), Type); 10] = [
-        (&tenant, Type::UUID),
-        (&cols.qn, Type::TEXT_ARRAY),
-        (&cols.pn, Type::TEXT_ARRAY),
-        (&cols.pair, Type::INT4_ARRAY),
-        (&cols.id, Type::UUID_ARRAY),
-        (&cols.txid, Type::TEXT_ARRAY),
-        (&cols.trace, Type::UUID_ARRAY),
-        (&cols.payload, Type::JSONB_ARRAY),
-        (&cols.enc, Type::BOOL_ARRAY),
-        (&cols.sub, Type::TEXT_ARRAY),
+    let values: [&(dyn ToSql + Sync); 10] = [
+        &tenant,
+        &cols.qn,
+        &cols.pn,
+        &cols.pair,
+        &cols.id,
+        &cols.txid,
+        &cols.trace,
+        &cols.payload,
+        &cols.enc,
+        &cols.sub,
     ];
-    let rows = c.query_typed(SQL, &params).map_err(classify)?;
+    let params: Vec<(&(dyn ToSql + Sync), Type)> = values.into_iter().zip(TYPES).collect();
+    let rows = run(&params).map_err(classify)?;
     let row = rows
         .first()
         .ok_or_else(|| StoreError::Db("push_typed: no result row".into()))?;
