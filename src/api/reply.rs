@@ -9,6 +9,12 @@ pub fn ok_json(v: &serde_json::Value) -> Response {
     json(200, v)
 }
 
+/// A 200 JSON answer from a typed body (one whose every map has string
+/// keys, so it always serialises).
+pub fn ok_typed(v: &impl serde::Serialize) -> Response {
+    Response::json(200, serde_json::to_vec(v).unwrap_or_default())
+}
+
 /// A JSON answer with `status`.
 pub fn json(status: u16, v: &serde_json::Value) -> Response {
     // to_vec writes the bytes directly (to_string goes through fmt::Write);

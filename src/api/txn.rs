@@ -6,8 +6,9 @@
 //! ack fail the transaction as a whole: 200 with `success: false` and
 //! nothing applied (the procedure raises, PostgreSQL rolls back).
 
+use super::ack::{self, parse_ack};
 use super::reply::ok_json;
-use super::{ack::parse_ack, params, push_items};
+use super::{params, push_items};
 use crate::error::ApiError;
 use crate::ids::uuid_v7;
 use crate::mesh::Notice;
@@ -85,9 +86,8 @@ pub async fn handle(shard: &Rc<Shard>, req: &Request) -> Result<Response, ApiErr
                 operations.push(json!({ "type": "push", "items": items }));
             }
             Some("ack") => {
-                let mut a = parse_ack(m, None, &format!("operations[{i}]."))?;
-                a["type"] = json!("ack");
-                operations.push(a);
+                let a = parse_ack(m, None, &format!("operations[{i}]."))?;
+                operations.push(ack::txn_operation(&a));
             }
             Some(other) => return Ok(refused(format!("Unknown operation type: {other}"))),
             None => return Ok(refused(format!("operations[{i}].type is required"))),

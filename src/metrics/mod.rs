@@ -39,6 +39,7 @@ pub mod scrape;
 pub mod stages;
 pub mod streams;
 
+use crate::store::ack_fused::AckAnswer;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -274,21 +275,19 @@ impl ShardCounters {
         }
     }
 
-    /// An ack request answered `results` (the `ack_batch` array: each item
-    /// names its `queueName` and whether it went to the DLQ).
-    pub fn acked(&self, results: &serde_json::Value) {
-        let items = results.as_array().map_or(&[][..], Vec::as_slice);
+    /// An ack request answered `answers`.
+    pub fn acked(&self, answers: &[AckAnswer]) {
         let s = self.mine();
         bump(&s.ack_requests, 1);
-        bump(&s.ack_messages, items.len() as u64);
-        for r in items {
-            if r.get("success").and_then(serde_json::Value::as_bool) == Some(false) {
+        bump(&s.ack_messages, answers.len() as u64);
+        for a in answers {
+            if a.success == Some(false) {
                 bump(&s.ack_failed, 1);
             }
-            if r.get("dlq").and_then(serde_json::Value::as_bool) == Some(true) {
+            if a.dlq == Some(true) {
                 bump(&s.dlq_messages, 1);
             }
-            if let Some(q) = r.get("queueName").and_then(serde_json::Value::as_str) {
+            if let Some(q) = &a.queue {
                 self.per_queue.add(q, queues::ACKS, 1);
             }
         }

@@ -26,8 +26,8 @@
 //!   is `success: false` in its own slot and does not disturb its neighbours.
 
 use super::fusion::{Batcher, Lane};
+use crate::store::ack_fused::{AckAnswer, AckItem};
 use crate::store::{DbClient, Job, StoreError, StoreReply};
-use serde_json::Value;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -42,7 +42,7 @@ pub const MAX_INFLIGHT_BATCHES: usize = 4;
 pub const MAX_BATCH_ITEMS: usize = 2_000;
 
 /// One request's outcome: its slice of results (a JSON array), or the error.
-type Answer = Result<Value, StoreError>;
+type Answer = Result<Vec<AckAnswer>, StoreError>;
 
 /// What an ack lane's batches do: one `Job::AckBatch` for a tenant (the DB
 /// thread re-runs a refused fused call request by request, on the items it
@@ -68,7 +68,7 @@ impl AckLanes {
     /// `tenant` through `db` (the shard's), fused with its concurrent
     /// neighbours; resolves with the request's own per-item results,
     /// aligned with `items`.
-    pub async fn ack(&self, db: &Rc<DbClient>, tenant: &str, items: Vec<Value>) -> Answer {
+    pub async fn ack(&self, db: &Rc<DbClient>, tenant: &str, items: Vec<AckItem>) -> Answer {
         let lane = self
             .lanes
             .borrow_mut()
@@ -94,10 +94,10 @@ impl AckLanes {
 }
 
 impl Batcher for AckBatch {
-    type Item = Value;
+    type Item = AckItem;
     type Answer = Answer;
 
-    async fn run(&self, items: Vec<Value>, counts: Vec<usize>) -> Vec<Answer> {
+    async fn run(&self, items: Vec<AckItem>, counts: Vec<usize>) -> Vec<Answer> {
         let n = counts.len();
         if n > 1 {
             log::debug!(
@@ -111,7 +111,7 @@ impl Batcher for AckBatch {
             counts,
         };
         match self.db.submit(job).await {
-            StoreReply::Push(results) => results.into_iter().map(|r| r.map(Value::Array)).collect(),
+            StoreReply::Acked(results) => results,
             StoreReply::PushRefused { err, .. } => (0..n).map(|_| Err(err.clone())).collect(),
             StoreReply::Pushed(_) | StoreReply::Popped(_) => {
                 let e = StoreError::Db("push or pop reply to an ack batch".into());

@@ -124,7 +124,7 @@ impl Batcher for PushBatch {
                     .map(|c| Outcome::Refused(items.by_ref().take(c).collect(), err.clone()))
                     .collect()
             }
-            StoreReply::Push(_) | StoreReply::Popped(_) => {
+            StoreReply::Acked(_) | StoreReply::Popped(_) => {
                 let e = StoreError::Db("ack or pop reply to a push".into());
                 (0..n).map(|_| Outcome::Done(Err(e.clone()))).collect()
             }

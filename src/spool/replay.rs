@@ -367,7 +367,7 @@ async fn replay_lane(
                 vec![Err(err)]
             }
             StoreReply::Value(v) => vec![Err(v.err().unwrap_or(StoreError::Busy))],
-            StoreReply::Push(_) | StoreReply::Popped(_) => {
+            StoreReply::Acked(_) | StoreReply::Popped(_) => {
                 vec![Err(StoreError::Db(
                     "ack or pop reply to a replay batch".into(),
                 ))]

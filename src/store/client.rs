@@ -118,7 +118,7 @@ impl DbClient {
         match self.submit(Job::Call { proc, arg }).await {
             StoreReply::Value(v) => v,
             StoreReply::Popped(_) => Err(StoreError::Db("pop reply to a call".into())),
-            StoreReply::Push(_) | StoreReply::Pushed(_) | StoreReply::PushRefused { .. } => {
+            StoreReply::Acked(_) | StoreReply::Pushed(_) | StoreReply::PushRefused { .. } => {
                 Err(StoreError::Db("push reply to a call".into()))
             }
         }

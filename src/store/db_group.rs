@@ -341,7 +341,7 @@ fn log_link(reply: &StoreReply) {
             err: StoreError::Unavailable(m),
             ..
         } => Some(m),
-        StoreReply::Push(v) => v.iter().find_map(|r| match r {
+        StoreReply::Acked(v) => v.iter().find_map(|r| match r {
             Err(StoreError::Unavailable(m)) => Some(m),
             _ => None,
         }),
@@ -405,7 +405,7 @@ fn run(pool: &Pool, job: Job) -> StoreReply {
             tenant,
             items,
             counts,
-        } => StoreReply::Push(super::ack_fused::run(&mut conn, &tenant, &items, &counts)),
+        } => StoreReply::Acked(super::ack_fused::run(&mut conn, &tenant, &items, &counts)),
         Job::PushBatch {
             tenant,
             items,

@@ -217,14 +217,14 @@ pub enum Job {
         counts: Vec<usize>,
     },
     /// A fused ack batch: one `queen.ack_typed` call for the acks of several
-    /// requests; answered `StoreReply::Push` (one result per request, each
+    /// requests; answered `StoreReply::Acked` (one result per request, each
     /// the request's slice). A call PostgreSQL rejects is re-run request by
     /// request on these same items, so one bad request fails alone.
     AckBatch {
         /// Tenant of every item (one lane per tenant).
         tenant: String,
         /// The acks, request after request.
-        items: Vec<Value>,
+        items: Vec<super::ack_fused::AckItem>,
         /// Items per request.
         counts: Vec<usize>,
     },
@@ -273,8 +273,8 @@ pub enum StoreReply {
     /// (boxed: every slot of a reply inbox is as large as the largest variant).
     Popped(Result<Box<super::pop_compact::Popped>, StoreError>),
     /// An ack batch: one result per request, each the request's slice of
-    /// per-item results.
-    Push(Vec<Result<Vec<Value>, StoreError>>),
+    /// per-item answers.
+    Acked(Vec<Result<Vec<super::ack_fused::AckAnswer>, StoreError>>),
     /// A push batch: one result per request, each the request's slice of
     /// per-item answers.
     Pushed(Vec<Result<Vec<super::pushed::Pushed>, StoreError>>),
