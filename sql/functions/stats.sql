@@ -8,7 +8,10 @@
 CREATE OR REPLACE FUNCTION queen.part_counts(p_pid uuid,
     OUT total bigint, OUT pending bigint, OUT processing bigint,
     OUT completed bigint, OUT dead_letter bigint)
-LANGUAGE plpgsql STABLE AS $$
+LANGUAGE plpgsql STABLE
+-- by partition only: see queen.stats_scan_partitions
+SET enable_seqscan = off
+AS $$
 DECLARE
     c       record;
     v_after bigint;
@@ -89,7 +92,10 @@ $$;
 -- 770 ms of a 1,000-partition scan with no group at all); plpgsql keeps the plan.
 CREATE OR REPLACE FUNCTION queen.stats_groups(p_pid uuid, p_qid uuid, p_pname text,
                                               p_last_ts timestamptz, p_last_id uuid)
-RETURNS jsonb LANGUAGE plpgsql STABLE AS $$
+RETURNS jsonb LANGUAGE plpgsql STABLE
+-- by partition only: see queen.stats_scan_partitions
+SET enable_seqscan = off
+AS $$
 BEGIN
     RETURN (
     SELECT coalesce(jsonb_object_agg(x.grp, jsonb_build_object(
@@ -322,8 +328,14 @@ $$;
 -- Rescans the given partitions into queen.partition_stats; returns how many. A
 -- partition whose last full count is older than p_full_before is counted from
 -- scratch (see the file header for the other cases).
+-- Reads queen.messages by partition only (issue 18): statistics taken while the
+-- table held one partition (n_distinct 1) made the planner expect a partition to be
+-- the whole table, and each partition's count became a scan of all of it (10.3 s a
+-- roll-up round over 1.5 M rows in bench/run.sh's database; auto_explain).
 CREATE OR REPLACE FUNCTION queen.stats_scan_partitions(p_pids uuid[], p_full_before timestamptz)
-RETURNS int LANGUAGE sql AS $$
+RETURNS int LANGUAGE sql
+SET enable_seqscan = off
+AS $$
     WITH d0 AS MATERIALIZED (
         SELECT pl.partition_id AS pid, pl.queue_id AS qid, pt.name AS pname,
                pl.last_message_created_at AS last_ts, pl.last_message_id AS last_id,
