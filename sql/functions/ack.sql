@@ -196,14 +196,12 @@ BEGIN
           FROM g
           JOIN queen.partitions pt ON pt.id = g.pid
           JOIN queen.queues q ON q.id = pt.queue_id AND q.tenant_id = p_tenant
-          JOIN queen.partition_consumers pc
-            ON pc.partition_id = g.pid AND pc.consumer_group = g.grp
          WHERE g.ok AND g.nd = g.n AND g.nl = 1
-           AND pc.worker_id = g.lease AND pc.lease_expires_at > v_now
-           AND pc.acked_count + g.n <= pc.batch_size
-           AND (pc.last_consumed_created_at IS NULL
-                OR (g.first_ts, g.first_id) > (pc.last_consumed_created_at, pc.last_consumed_id))
     ), u AS (
+        -- the lease, batch and cursor checks are on the updated row itself: a second
+        -- join of partition_consumers here once probed it by consumer group, a scan of
+        -- every partition of the group per (partition, group) when the plan was made
+        -- on a small table (issue 18: 3.7 ms per partition at 10,000 partitions)
         UPDATE queen.partition_consumers x SET
             last_consumed_id = c.last_id,
             last_consumed_created_at = c.last_ts,
@@ -229,6 +227,9 @@ BEGIN
           FROM c
          WHERE x.partition_id = c.pid AND x.consumer_group = c.grp
            AND x.worker_id = c.lease AND x.lease_expires_at > v_now
+           AND x.acked_count + c.n <= x.batch_size
+           AND (x.last_consumed_created_at IS NULL
+                OR (c.first_ts, c.first_id) > (x.last_consumed_created_at, x.last_consumed_id))
         RETURNING x.partition_id AS pid, x.consumer_group AS grp,
                   x.worker_id IS NULL AS released, c.qname, c.pname, c.last_id
     )
