@@ -132,3 +132,17 @@ SELECT pg_sleep(0.6);
 DO $$ BEGIN
   ASSERT qt.txids(qt.pop('pop.win', 'g', 10)) = 'w1,w2', 'window passed';
 END $$;
+
+-- deep sweep starts (queen.pop_sweep_start): any 32 consecutive ones leave no gap wider
+-- than 2.7 / 32 of the partition-id space (random starts: about ln(32) / 32, wider)
+DO $$
+DECLARE gap numeric;
+BEGIN
+  FOR round IN 1..3 LOOP
+    WITH s AS (SELECT ('x' || left(replace(queen.pop_sweep_start()::text, '-', ''), 8))::bit(32)::bigint AS p
+                 FROM generate_series(1, 32)),
+         o AS (SELECT p, lead(p, 1, (SELECT min(p) FROM s) + 4294967296) OVER (ORDER BY p) - p AS g FROM s)
+    SELECT max(g) / 4294967296.0 INTO gap FROM o;
+    ASSERT gap <= 2.7 / 32, format('round %s: a gap of %s of the space', round, gap);
+  END LOOP;
+END $$;

@@ -58,6 +58,7 @@ const FILES: &[(&str, &str)] = &[
     sql!("schema/013_lookup_slot.sql"),
     sql!("schema/014_stats_ref_position.sql"),
     sql!("schema/015_pop_candidates_depth.sql"),
+    sql!("schema/016_pop_sweep_seq.sql"),
     sql!("functions/core.sql"),
     sql!("functions/stats.sql"),
     sql!("functions/push.sql"),
