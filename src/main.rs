@@ -3,6 +3,7 @@
 //! Queen MQ HTTP API.
 //!
 //! # Layout
+//! `docs/architecture.md` is the guided tour; this section is the per-module detail.
 //! The modules in the order their layers stand, top first: each imports
 //! only modules on its own line's level or below (modules on one line do not
 //! import each other), and `shards/`, the runtime crate, sits under them all.

@@ -6,6 +6,8 @@
 //!
 //! # Layout
 //!
+//! `docs/architecture.md` places the proxy in the whole system.
+//!
 //! | module      | owns                                                    | runs on          |
 //! |-------------|---------------------------------------------------------|------------------|
 //! | `config`    | `Config` from the environment, defaults, boot checks    | main             |
